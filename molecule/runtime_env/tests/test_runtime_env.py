@@ -1,0 +1,114 @@
+"""What every Python process of the converged virtualenv sees, checked from inside the container."""
+
+import json
+import shlex
+
+import pytest
+
+VENV = "/opt/ml-env"
+PYTHON = VENV + "/bin/python"
+SITE_PACKAGES = VENV + "/lib/python3.11/site-packages"
+EXPECTED = {
+    "CUDA_HOME": "/usr/local/cuda-13.0",
+    "TRITON_PTXAS_PATH": "/usr/local/cuda-13.0/bin/ptxas",
+    "NCCL_PROTO": "LL",
+    "NCCL_ALGO": "Ring",
+    "NCCL_P2P_LEVEL": "SYS",
+    "NCCL_MIN_NCHANNELS": "16",
+    "NCCL_MAX_NCHANNELS": "16",
+    "NCCL_BUFFSIZE": "16777216",
+    "NCCL_NTHREADS": "512",
+    "NCCL_DEBUG": "WARN",
+    "SGLANG_DISABLE_CUDNN_CHECK": "1",
+    "FLASHINFER_DISABLE_VERSION_CHECK": "1",
+    "HF_HUB_OFFLINE": "1",
+}
+NAMES = sorted(EXPECTED) + ["USER_SITECUSTOMIZE_RUNS", "USER_SITECUSTOMIZE_SAW_NCCL_PROTO"]
+
+# Each snippet prints the values of NAMES as one JSON object, as seen by a different process.
+DIRECT = "import json, os; print(json.dumps({n: os.environ.get(n) for n in %r}))" % NAMES
+SUBPROCESS_CLEAN_ENV = (
+    "import subprocess, sys; "
+    "print(subprocess.run([sys.executable, '-c', %r], env={}, capture_output=True, text=True, check=True).stdout)"
+    % DIRECT
+)
+# The parent removes every rendered variable before spawning, so the child can only have
+# them from its own interpreter start-up, not by inheritance.
+SPAWN_CHILD = """
+import json, multiprocessing, os
+
+def report(_):
+    return {n: os.environ.get(n) for n in %r}
+
+if __name__ == "__main__":
+    for name in %r:
+        os.environ.pop(name, None)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        print(json.dumps(pool.map(report, [0])[0]))
+""" % (NAMES, NAMES)
+
+
+def run_clean(host, *argv, **environ):
+    """Run argv with only the given environment; return its standard output."""
+    assignments = ["%s=%s" % item for item in environ.items()]
+    result = host.run(shlex.join(["env", "-i", *assignments, *argv]))
+    assert result.rc == 0, result.stderr
+    return result.stdout
+
+
+def seen(host, code, **environ):
+    """What code, run by the virtualenv's interpreter with only the given environment, prints."""
+    return json.loads(run_clean(host, PYTHON, "-c", code, **environ))
+
+
+@pytest.mark.parametrize("code", [DIRECT, SUBPROCESS_CLEAN_ENV], ids=["python -c", "subprocess child"])
+def test_rendered_environment_reaches_every_process(host, code):
+    environ = seen(host, code)
+    assert {n: environ[n] for n in EXPECTED} == EXPECTED
+
+
+def test_spawn_child_gets_the_environment_from_its_own_startup(host):
+    # spawn re-imports the main module by path, so it has to be a file.
+    assert host.run(shlex.join(["sh", "-c", 'printf %s "$0" > /tmp/spawn_child.py', SPAWN_CHILD])).rc == 0
+    environ = json.loads(run_clean(host, PYTHON, "/tmp/spawn_child.py"))
+    assert {n: environ[n] for n in EXPECTED} == EXPECTED
+
+
+def test_value_already_in_the_environment_wins(host):
+    environ = seen(host, DIRECT, NCCL_NTHREADS="256", NCCL_PROTO="Simple")
+    assert environ["NCCL_NTHREADS"] == "256"
+    assert environ["NCCL_PROTO"] == "Simple"
+    assert environ["NCCL_ALGO"] == "Ring"
+
+
+def test_forced_variable_replaces_the_value_in_the_environment(host):
+    environ = seen(host, DIRECT, SGLANG_DISABLE_CUDNN_CHECK="0")
+    assert environ["SGLANG_DISABLE_CUDNN_CHECK"] == "1"
+
+
+def test_users_prior_sitecustomize_runs_once_after_the_environment_is_set(host):
+    environ = seen(host, DIRECT)
+    assert environ["USER_SITECUSTOMIZE_RUNS"] == "1"
+    assert environ["USER_SITECUSTOMIZE_SAW_NCCL_PROTO"] == "LL"
+    assert host.file(SITE_PACKAGES + "/sitecustomize.py").contains("The user's own start-up code")
+
+
+def test_shadowing_is_what_this_platform_has(host):
+    """On Debian's Python the system sitecustomize shadows the venv's; upstream's has none."""
+    shadow = host.ansible.get_variables()["molecule_shadowing_sitecustomize"]
+    found = run_clean(host, PYTHON, "-c", "import sitecustomize; print(sitecustomize.__file__)")
+    assert found.strip() == (shadow or SITE_PACKAGES + "/sitecustomize.py")
+
+
+@pytest.mark.parametrize("name", ["_blackwell_gpu_node_env.py", "00-blackwell-gpu-node-env.pth"])
+def test_rendered_files_belong_to_the_venv_owner_and_are_not_world_writable(host, name):
+    rendered = host.file(SITE_PACKAGES + "/" + name)
+    assert rendered.user == "sglang"
+    assert rendered.group == "sglang"
+    assert rendered.mode == 0o644
+
+
+def test_pth_file_imports_the_module(host):
+    assert host.file(SITE_PACKAGES + "/00-blackwell-gpu-node-env.pth").content_string == (
+        "import _blackwell_gpu_node_env\n"
+    )

@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+    RuntimeEnvError,
+    build_environment,
+)
+
+
+def runtime_environment(settings):
+    try:
+        return build_environment(**settings)
+    except RuntimeEnvError as exc:
+        raise AnsibleFilterError("Invalid runtime_env settings:\n" + str(exc))
+    except TypeError as exc:
+        raise AnsibleFilterError("runtime_environment: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"runtime_environment": runtime_environment}

@@ -1,0 +1,208 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validate the runtime_env role's inputs and merge them into one environment.
+
+Pure Python, no Ansible imports: the role's filter plugin is a thin shell over
+``build_environment`` and the unit tests import this module directly.
+
+Every error names the role variable it comes from and what would be accepted,
+and all problems are reported together so that one run shows every fix to make.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+NCCL_NTHREADS_ALLOWED = ("64", "128", "256", "512")
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+NCCL_ALGORITHMS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
+# The names NCCL documents, and the integers 0-5 that older releases used for them.
+NCCL_P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "1", "2", "3", "4", "5")
+NCCL_POSITIVE_INTEGERS = ("NCCL_BUFFSIZE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+
+# Variables with an option of their own; runtime_env_extra_env may not set them,
+# so that each value has exactly one place where it is decided.
+DEDICATED = {
+    "CUDA_HOME": "runtime_env_cuda_home",
+    "TRITON_PTXAS_PATH": "runtime_env_triton_ptxas_path",
+    "SGLANG_DISABLE_CUDNN_CHECK": "runtime_env_sglang_disable_cudnn_check",
+    "FLASHINFER_DISABLE_VERSION_CHECK": "runtime_env_flashinfer_disable_version_check",
+}
+
+
+class RuntimeEnvError(ValueError):
+    """Raised with every problem found in the inputs, one per line."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super(RuntimeEnvError, self).__init__("\n".join(self.problems))
+
+
+def _as_text(value, where, problems):
+    """Environment values are strings; numbers are accepted and converted."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        problems.append(
+            "%s: %r is a %s; an environment value must be a string or a number (quote it in YAML)"
+            % (where, value, type(value).__name__)
+        )
+        return None
+    text = str(value)
+    if "\0" in text:
+        problems.append("%s: the value contains a NUL byte, which no environment can hold" % where)
+        return None
+    return text
+
+
+def _check_choice_list(value, allowed, where, problems):
+    """NCCL_PROTO / NCCL_ALGO style: comma-separated names, optionally led by '^' to exclude."""
+    items = value[1:] if value.startswith("^") else value
+    known = dict((name.lower(), name) for name in allowed)
+    for item in items.split(","):
+        if item.strip().lower() not in known:
+            problems.append(
+                "%s: %r is not one of %s (comma-separated, case-insensitive, a leading '^' excludes)"
+                % (where, item.strip(), ", ".join(allowed))
+            )
+
+
+def _check_nccl_algo(value, where, problems):
+    # NCCL 2.24+ also takes per-collective lists: "allreduce:tree,ring;broadcast:ring".
+    for part in value.split(";"):
+        algorithms = part.split(":", 1)[1] if ":" in part else part
+        _check_choice_list(algorithms, NCCL_ALGORITHMS, where, problems)
+
+
+def _check_nccl_value(name, value, where, problems):
+    if name == "NCCL_NTHREADS" and value not in NCCL_NTHREADS_ALLOWED:
+        problems.append("%s: %r is not one of %s" % (where, value, ", ".join(NCCL_NTHREADS_ALLOWED)))
+    elif name in NCCL_POSITIVE_INTEGERS and not (value.isdigit() and int(value) > 0):
+        problems.append("%s: %r is not a positive integer" % (where, value))
+    elif name == "NCCL_PROTO":
+        _check_choice_list(value, NCCL_PROTOCOLS, where, problems)
+    elif name == "NCCL_ALGO":
+        _check_nccl_algo(value, where, problems)
+    elif name == "NCCL_P2P_LEVEL" and value.upper() not in NCCL_P2P_LEVELS:
+        problems.append("%s: %r is not one of %s" % (where, value, ", ".join(NCCL_P2P_LEVELS)))
+
+
+def _check_channels(nccl, where, problems):
+    low, high = nccl.get("NCCL_MIN_NCHANNELS"), nccl.get("NCCL_MAX_NCHANNELS")
+    if low and high and low.isdigit() and high.isdigit() and int(low) > int(high):
+        problems.append(
+            "%s: NCCL_MIN_NCHANNELS (%s) is larger than NCCL_MAX_NCHANNELS (%s)" % (where, low, high)
+        )
+
+
+def _nccl_environment(profile, profiles, overrides, problems):
+    if not isinstance(profiles, dict) or profile not in profiles:
+        known = ", ".join(sorted(profiles)) if isinstance(profiles, dict) else "none"
+        problems.append(
+            "runtime_env_nccl_profile: %r is not a known NCCL profile; known: %s "
+            "(add one to runtime_env_nccl_profiles)" % (profile, known)
+        )
+        return {}
+    layers = (
+        ("runtime_env_nccl_profiles.%s" % profile, profiles[profile] or {}),
+        ("runtime_env_nccl_overrides", overrides or {}),
+    )
+    nccl = {}
+    for origin, layer in layers:
+        if not isinstance(layer, dict):
+            problems.append("%s: must be a mapping of NCCL variable names to values" % origin)
+            continue
+        for name, value in layer.items():
+            where = "%s.%s" % (origin, name)
+            if not ENV_NAME.match(str(name)) or not str(name).startswith("NCCL_"):
+                problems.append("%s: only NCCL_* variables belong here; put others in runtime_env_extra_env" % where)
+                continue
+            if value is None:
+                # null in an override removes the profile's value: NCCL's own default applies.
+                nccl.pop(name, None)
+                continue
+            text = _as_text(value, where, problems)
+            if text is not None:
+                _check_nccl_value(name, text, where, problems)
+                nccl[name] = text
+    _check_channels(nccl, "runtime_env_nccl_profile/runtime_env_nccl_overrides", problems)
+    return nccl
+
+
+def _extra_environment(extra, problems):
+    if not isinstance(extra, dict):
+        problems.append("runtime_env_extra_env: must be a mapping of variable names to values")
+        return {}
+    result = {}
+    for name, value in extra.items():
+        where = "runtime_env_extra_env.%s" % name
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            problems.append(
+                "%s: %r is not a valid environment variable name (letters, digits and '_', not starting with a digit)"
+                % (where, name)
+            )
+        elif name in DEDICATED:
+            problems.append("%s: set it with %s instead" % (where, DEDICATED[name]))
+        elif name.startswith("NCCL_"):
+            problems.append("%s: set NCCL variables with runtime_env_nccl_overrides instead" % where)
+        else:
+            text = _as_text(value, where, problems)
+            if text is not None:
+                result[name] = text
+    return result
+
+
+def _absolute_path(value, variable, problems):
+    text = _as_text(value, variable, problems)
+    if text is not None and not text.startswith("/"):
+        problems.append("%s: %r must be an absolute path" % (variable, text))
+    return text
+
+
+def build_environment(
+    cuda_home,
+    triton_ptxas_path,
+    nccl_profile,
+    nccl_profiles,
+    nccl_overrides=None,
+    sglang_disable_cudnn_check=True,
+    flashinfer_disable_version_check=True,
+    extra_env=None,
+    force=None,
+):
+    """Return ``{"environment": {name: value}, "force": [names]}`` or raise RuntimeEnvError.
+
+    ``flashinfer_disable_version_check`` off means the variable is left out:
+    flashinfer disables its check for ANY non-empty value, "0" included.
+    """
+    problems = []
+    environment = {
+        "CUDA_HOME": _absolute_path(cuda_home, "runtime_env_cuda_home", problems),
+        "TRITON_PTXAS_PATH": _absolute_path(triton_ptxas_path, "runtime_env_triton_ptxas_path", problems),
+    }
+    environment.update(_nccl_environment(nccl_profile, nccl_profiles, nccl_overrides, problems))
+    if sglang_disable_cudnn_check:
+        environment["SGLANG_DISABLE_CUDNN_CHECK"] = "1"
+    if flashinfer_disable_version_check:
+        environment["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
+    environment.update(_extra_environment(extra_env or {}, problems))
+
+    forced = []
+    for name in force or []:
+        if name not in environment:
+            problems.append(
+                "runtime_env_force: %r is not a variable this role renders; rendered: %s"
+                % (name, ", ".join(sorted(environment)))
+            )
+        elif name not in forced:
+            forced.append(name)
+
+    if problems:
+        raise RuntimeEnvError(problems)
+    return {
+        "environment": dict(sorted(environment.items())),
+        "force": sorted(forced),
+    }

@@ -1,0 +1,224 @@
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+    RuntimeEnvError,
+    build_environment,
+)
+
+PCIE_BLACKWELL = {
+    "NCCL_PROTO": "LL",
+    "NCCL_ALGO": "Ring",
+    "NCCL_P2P_LEVEL": "SYS",
+    "NCCL_MIN_NCHANNELS": 16,
+    "NCCL_MAX_NCHANNELS": 16,
+    "NCCL_BUFFSIZE": 16777216,
+    "NCCL_NTHREADS": 512,
+}
+PROFILES = {"pcie_blackwell": PCIE_BLACKWELL, "none": {}}
+
+
+def build(**changes):
+    settings = dict(
+        cuda_home="/usr/local/cuda-13.0",
+        triton_ptxas_path="/usr/local/cuda-13.0/bin/ptxas",
+        nccl_profile="pcie_blackwell",
+        nccl_profiles=PROFILES,
+    )
+    settings.update(changes)
+    return build_environment(**settings)
+
+
+def problems(**changes):
+    with pytest.raises(RuntimeEnvError) as raised:
+        build(**changes)
+    return raised.value.problems
+
+
+def test_reference_box_environment():
+    assert build()["environment"] == {
+        "CUDA_HOME": "/usr/local/cuda-13.0",
+        "FLASHINFER_DISABLE_VERSION_CHECK": "1",
+        "NCCL_ALGO": "Ring",
+        "NCCL_BUFFSIZE": "16777216",
+        "NCCL_MAX_NCHANNELS": "16",
+        "NCCL_MIN_NCHANNELS": "16",
+        "NCCL_NTHREADS": "512",
+        "NCCL_P2P_LEVEL": "SYS",
+        "NCCL_PROTO": "LL",
+        "SGLANG_DISABLE_CUDNN_CHECK": "1",
+        "TRITON_PTXAS_PATH": "/usr/local/cuda-13.0/bin/ptxas",
+    }
+
+
+def test_environment_is_sorted_by_name():
+    environment = build(extra_env={"A_FIRST": "x"})["environment"]
+    assert list(environment) == sorted(environment)
+
+
+def test_profile_none_renders_no_nccl_variable():
+    environment = build(nccl_profile="none")["environment"]
+    assert not [name for name in environment if name.startswith("NCCL_")]
+
+
+def test_overrides_replace_add_and_remove_profile_values():
+    environment = build(nccl_overrides={"NCCL_NTHREADS": 256, "NCCL_DEBUG": "INFO", "NCCL_ALGO": None})[
+        "environment"
+    ]
+    assert environment["NCCL_NTHREADS"] == "256"
+    assert environment["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_ALGO" not in environment
+
+
+def test_flashinfer_switch_off_leaves_the_variable_out_not_zero():
+    # flashinfer skips its version check for ANY non-empty value, "0" included.
+    assert "FLASHINFER_DISABLE_VERSION_CHECK" not in build(flashinfer_disable_version_check=False)["environment"]
+
+
+def test_cudnn_switch_off_leaves_the_variable_out():
+    assert "SGLANG_DISABLE_CUDNN_CHECK" not in build(sglang_disable_cudnn_check=False)["environment"]
+
+
+def test_extra_env_values_become_strings():
+    assert build(extra_env={"HF_HUB_OFFLINE": 1, "RATIO": 0.5})["environment"]["RATIO"] == "0.5"
+
+
+@pytest.mark.parametrize("threads", [64, 128, 256, 512, "512"])
+def test_nccl_nthreads_accepted(threads):
+    assert build(nccl_overrides={"NCCL_NTHREADS": threads})["environment"]["NCCL_NTHREADS"] == str(threads)
+
+
+@pytest.mark.parametrize("threads", [0, 32, 100, 1024, "512 "])
+def test_nccl_nthreads_refused(threads):
+    assert problems(nccl_overrides={"NCCL_NTHREADS": threads}) == [
+        "runtime_env_nccl_overrides.NCCL_NTHREADS: %r is not one of 64, 128, 256, 512" % str(threads)
+    ]
+
+
+@pytest.mark.parametrize("name", ["NCCL_BUFFSIZE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"])
+@pytest.mark.parametrize("value", [0, -1, "16M", "1.5", ""])
+def test_positive_integer_variables_refuse_other_values(name, value):
+    assert problems(nccl_profile="none", nccl_overrides={name: value}) == [
+        "runtime_env_nccl_overrides.%s: %r is not a positive integer" % (name, str(value))
+    ]
+
+
+def test_min_channels_above_max_is_refused():
+    found = problems(nccl_overrides={"NCCL_MIN_NCHANNELS": 32})
+    assert found == [
+        "runtime_env_nccl_profile/runtime_env_nccl_overrides: NCCL_MIN_NCHANNELS (32) is larger than "
+        "NCCL_MAX_NCHANNELS (16)"
+    ]
+
+
+@pytest.mark.parametrize("value", ["LL", "ll128", "Simple", "LL,LL128", "^LL128", "^ll,simple"])
+def test_nccl_proto_accepted(value):
+    assert build(nccl_overrides={"NCCL_PROTO": value})["environment"]["NCCL_PROTO"] == value
+
+
+@pytest.mark.parametrize("value,bad", [("LL256", "LL256"), ("LL,", ""), ("^", ""), ("Simple,Fast", "Fast")])
+def test_nccl_proto_refused(value, bad):
+    assert problems(nccl_overrides={"NCCL_PROTO": value}) == [
+        "runtime_env_nccl_overrides.NCCL_PROTO: %r is not one of LL, LL128, Simple "
+        "(comma-separated, case-insensitive, a leading '^' excludes)" % bad
+    ]
+
+
+@pytest.mark.parametrize(
+    "value", ["Ring", "tree,ring", "^NVLS", "NVLSTree", "PAT", "CollnetDirect", "allreduce:tree,ring;broadcast:ring"]
+)
+def test_nccl_algo_accepted(value):
+    assert build(nccl_overrides={"NCCL_ALGO": value})["environment"]["NCCL_ALGO"] == value
+
+
+@pytest.mark.parametrize("value,bad", [("Star", "Star"), ("allreduce:ring;broadcast:mesh", "mesh")])
+def test_nccl_algo_refused(value, bad):
+    (problem,) = problems(nccl_overrides={"NCCL_ALGO": value})
+    assert problem.startswith("runtime_env_nccl_overrides.NCCL_ALGO: %r is not one of Ring, Tree," % bad)
+
+
+@pytest.mark.parametrize("value", ["LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "sys", 0, 5])
+def test_nccl_p2p_level_accepted(value):
+    assert build(nccl_overrides={"NCCL_P2P_LEVEL": value})["environment"]["NCCL_P2P_LEVEL"] == str(value)
+
+
+@pytest.mark.parametrize("value", ["PCIE", 6, "NVLINK"])
+def test_nccl_p2p_level_refused(value):
+    (problem,) = problems(nccl_overrides={"NCCL_P2P_LEVEL": value})
+    assert problem.startswith("runtime_env_nccl_overrides.NCCL_P2P_LEVEL: %r is not one of LOC, NVL," % str(value))
+
+
+def test_profile_values_are_checked_and_named_by_profile():
+    profiles = dict(PROFILES, mine={"NCCL_NTHREADS": 100})
+    assert problems(nccl_profile="mine", nccl_profiles=profiles) == [
+        "runtime_env_nccl_profiles.mine.NCCL_NTHREADS: '100' is not one of 64, 128, 256, 512"
+    ]
+
+
+def test_unknown_profile_lists_the_known_ones():
+    assert problems(nccl_profile="nvlink") == [
+        "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: none, pcie_blackwell "
+        "(add one to runtime_env_nccl_profiles)"
+    ]
+
+
+def test_non_nccl_variable_in_overrides_is_refused():
+    assert problems(nccl_overrides={"CUDA_VISIBLE_DEVICES": "0"}) == [
+        "runtime_env_nccl_overrides.CUDA_VISIBLE_DEVICES: only NCCL_* variables belong here; "
+        "put others in runtime_env_extra_env"
+    ]
+
+
+@pytest.mark.parametrize("name", ["1ABC", "A-B", "A B", "", "A=B"])
+def test_invalid_variable_names_are_refused(name):
+    (problem,) = problems(extra_env={name: "x"})
+    assert problem == (
+        "runtime_env_extra_env.%s: %r is not a valid environment variable name "
+        "(letters, digits and '_', not starting with a digit)" % (name, name)
+    )
+
+
+@pytest.mark.parametrize(
+    "name,option",
+    [
+        ("CUDA_HOME", "set it with runtime_env_cuda_home instead"),
+        ("SGLANG_DISABLE_CUDNN_CHECK", "set it with runtime_env_sglang_disable_cudnn_check instead"),
+        ("NCCL_DEBUG", "set NCCL variables with runtime_env_nccl_overrides instead"),
+    ],
+)
+def test_extra_env_may_not_set_variables_with_an_option_of_their_own(name, option):
+    assert problems(extra_env={name: "x"}) == ["runtime_env_extra_env.%s: %s" % (name, option)]
+
+
+@pytest.mark.parametrize("value", [True, None, ["a"], {"a": 1}])
+def test_values_must_be_strings_or_numbers(value):
+    (problem,) = problems(extra_env={"SOME_VAR": value})
+    assert problem.startswith("runtime_env_extra_env.SOME_VAR: %r is a " % (value,))
+    assert problem.endswith("an environment value must be a string or a number (quote it in YAML)")
+
+
+def test_nul_byte_is_refused():
+    assert problems(extra_env={"SOME_VAR": "a\0b"}) == [
+        "runtime_env_extra_env.SOME_VAR: the value contains a NUL byte, which no environment can hold"
+    ]
+
+
+def test_cuda_paths_must_be_absolute():
+    assert problems(cuda_home="cuda", triton_ptxas_path="bin/ptxas") == [
+        "runtime_env_cuda_home: 'cuda' must be an absolute path",
+        "runtime_env_triton_ptxas_path: 'bin/ptxas' must be an absolute path",
+    ]
+
+
+def test_force_names_rendered_variables_only():
+    assert build(force=["NCCL_PROTO", "NCCL_PROTO", "CUDA_HOME"])["force"] == ["CUDA_HOME", "NCCL_PROTO"]
+    (problem,) = problems(force=["NOT_RENDERED"])
+    assert problem.startswith("runtime_env_force: 'NOT_RENDERED' is not a variable this role renders; rendered: ")
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems(
+        nccl_overrides={"NCCL_NTHREADS": 3, "NCCL_PROTO": "X"},
+        extra_env={"BAD NAME": "x"},
+        cuda_home="relative",
+    )
+    assert len(found) == 4
