@@ -6,9 +6,14 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
-# ansible-test and FQCN lookups need the collection under ansible_collections/<ns>/<name>.
+# FQCN lookups need the collection under ansible_collections/<ns>/<name>: a link to the
+# checkout, so that they always see the working tree.
 COLLECTIONS := $(CURDIR)/.build/collections
 COLLECTION := $(COLLECTIONS)/ansible_collections/blackwell/gpu_node
+# ansible-test resolves links and insists on a real ansible_collections/<ns>/<name>
+# directory, so sanity runs on a fresh copy of the files git would commit, staged in a
+# repository of its own (ansible-test lists files with git, and this checkout ignores .build).
+SANITY_COPY := $(CURDIR)/.build/sanity/ansible_collections/blackwell/gpu_node
 GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
 export PATH := $(BIN):$(PATH)
@@ -16,7 +21,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units molecule demo engine build lock clean
+.PHONY: help test toolchain lint sanity units installed molecule demo engine build lock clean
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
@@ -25,13 +30,10 @@ help:
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
-test: lint sanity units molecule
+test: lint sanity units installed molecule
 
 $(BIN)/.toolchain: requirements/tools.txt
-	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
-	  [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || { \
-	    echo "$(PYTHON) cannot create virtualenvs: install python3-venv (Debian/Ubuntu)" >&2; exit 1; }; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || tests/fixtures/require-debian-package.sh python3-venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements/tools.txt
 	touch $@
@@ -51,10 +53,19 @@ $(GET_PIP_CACHE):
 	cp tests/sanity/get_pip.py $@
 
 sanity: toolchain $(GET_PIP_CACHE)
-	cd $(COLLECTION) && ansible-test sanity --venv --python 3.11 --color no
+	tests/fixtures/require-debian-package.sh shellcheck shellcheck
+	rm -rf $(SANITY_COPY) && mkdir -p $(SANITY_COPY)
+	git ls-files -z --cached --others --exclude-standard \
+	  | tar --null --ignore-failed-read -T - -c | tar -x -C $(SANITY_COPY)
+	git -C $(SANITY_COPY) init -q && git -C $(SANITY_COPY) add -A
+	cd $(SANITY_COPY) && ansible-test sanity --venv --python 3.11 --color no
 
 units: toolchain
 	pytest tests/unit
+
+# The built tarball installs, and its role and filter resolve by FQCN outside the checkout.
+installed: toolchain
+	tests/installed/run.sh
 
 engine:
 	tests/fixtures/docker-engine.sh
