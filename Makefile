@@ -48,7 +48,7 @@ lint: toolchain
 	ansible-lint
 	antsibull-changelog lint
 
-$(GET_PIP_CACHE):
+$(GET_PIP_CACHE): tests/sanity/get_pip.py
 	mkdir -p $(dir $@)
 	cp tests/sanity/get_pip.py $@
 
