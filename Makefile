@@ -21,16 +21,17 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units installed molecule demo engine build lock clean
+.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
 	@echo "make demo   render a runtime environment into a container's virtualenv and show it working"
 	@echo "make build  build the collection tarball"
+	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
-test: lint sanity units installed molecule
+test: lint sanity units integration installed molecule
 
 $(BIN)/.toolchain: requirements/tools.txt
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || tests/fixtures/require-debian-package.sh python3-venv
@@ -63,6 +64,10 @@ sanity: toolchain $(GET_PIP_CACHE)
 units: toolchain
 	pytest tests/unit
 
+# The modules run through Ansible against real processes on this machine.
+integration: toolchain
+	pytest tests/integration
+
 # The built tarball installs, and its role and filter resolve by FQCN outside the checkout.
 installed: toolchain
 	tests/installed/run.sh
@@ -80,6 +85,10 @@ molecule: toolchain engine
 
 demo: toolchain engine
 	$(IMAGES); tests/demo.sh
+
+# Benchmarks print their numbers side by side with the alternative; not part of `make test`.
+bench-wait: toolchain
+	python bench/wait_for_server.py
 
 build: toolchain
 	ansible-galaxy collection build --force --output-path .build

@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wait for an SGLang server to be ready, and fail as soon as it cannot be.
+
+Each poll reads only the log's new bytes, classifies them, checks that the watched
+process is still there and, once the ready line is seen, optionally asks a health URL.
+Clock, sleep, process check and health probe are parameters, so tests drive it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import errno
+import os
+import time
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import diagnose
+
+DEATH_WITHOUT_TRACEBACK = (
+    "process {pid} exited before the server was ready, and the log shows no traceback: it was killed by a "
+    "signal (SIGKILL from the kernel's OOM killer says nothing in the log: check `dmesg` or `journalctl -k`) "
+    "or exited on its own"
+)
+
+
+def process_is_running(pid, proc_root="/proc"):
+    """True while pid exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        if exc.errno == errno.ESRCH:
+            return False
+        if exc.errno != errno.EPERM:
+            raise
+    try:
+        with open(os.path.join(proc_root, str(pid), "stat")) as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (IOError, OSError, IndexError):
+        return True  # no procfs: os.kill already said it exists
+    return state not in ("Z", "X")
+
+
+class Waiter(object):
+    def __init__(
+        self,
+        follower,
+        classifier,
+        timeout,
+        poll_interval,
+        pid=None,
+        health_probe=None,
+        require_ready_line=True,
+        catalogue=DIAGNOSES,
+        last_lines=40,
+        is_running=process_is_running,
+        clock=time.monotonic,
+        sleep=time.sleep,
+    ):
+        self.follower = follower
+        self.classifier = classifier
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self.pid = pid
+        self.health_probe = health_probe
+        self.require_ready_line = require_ready_line
+        self.catalogue = catalogue
+        self.tail = collections.deque(maxlen=last_lines)
+        self.is_running = is_running
+        self.clock = clock
+        self.sleep = sleep
+        self.health_status = None
+
+    def _read(self, final=False):
+        for line in self.follower.read_lines():
+            self.tail.append(line)
+            self.classifier.feed(line)
+        if final:
+            partial = self.follower.pending_partial_line()
+            if partial:
+                self.tail.append(partial)
+                self.classifier.feed(partial)
+        self.classifier.end_of_data(final=final)
+
+    def run(self):
+        start = self.clock()
+        try:
+            while True:
+                gone = self.pid is not None and not self.is_running(self.pid)
+                # Read after the process check, so that whatever it wrote before dying is seen.
+                self._read(final=gone)
+                elapsed = self.clock() - start
+                if self.classifier.failure is not None:
+                    return self._failed(elapsed, failure=self.classifier.failure.as_dict(self.catalogue, self.tail))
+                if gone:
+                    return self._failed(elapsed, cause=DEATH_WITHOUT_TRACEBACK.format(pid=self.pid))
+                if self.classifier.ready_line is not None or not self.require_ready_line:
+                    if self.health_probe is None:
+                        return self._ready(elapsed)
+                    self.health_status = self.health_probe()
+                    if self.health_status == 200:
+                        return self._ready(self.clock() - start)
+                if elapsed >= self.timeout:
+                    return self._failed(elapsed, cause=self._timeout_cause())
+                self.sleep(min(self.poll_interval, max(self.timeout - elapsed, 0)))
+        finally:
+            self.follower.close()
+
+    def _timeout_cause(self):
+        if self.classifier.ready_line is None and self.require_ready_line:
+            return "no ready line within the timeout of %ss (the server may still be loading: raise timeout)" % (
+                self.timeout
+            )
+        return "the health URL answered %s, not 200, within the timeout of %ss" % (
+            self.health_status if self.health_status is not None else "nothing",
+            self.timeout,
+        )
+
+    def _result(self, elapsed):
+        return {
+            "elapsed": round(elapsed, 3),
+            "offset": self.follower.offset,
+            "ready_line": self.classifier.ready_line,
+            "health_status": self.health_status,
+            "last_lines": list(self.tail),
+        }
+
+    def _ready(self, elapsed):
+        result = self._result(elapsed)
+        result.update(ready=True, failure=None, msg="SGLang server ready after %.1f s" % elapsed)
+        return result
+
+    def _failed(self, elapsed, failure=None, cause=None):
+        if failure is None:
+            failure = {
+                "cause": cause,
+                "ranks": "",
+                "traceback": "",
+                "diagnosis": diagnose("\n".join(self.tail), self.catalogue),
+            }
+        result = self._result(elapsed)
+        result.update(ready=False, failure=failure, msg=failure_message(failure, elapsed, result["last_lines"]))
+        return result
+
+
+def failure_message(failure, elapsed, last_lines):
+    parts = ["SGLang server failed after %.1f s: %s" % (elapsed, failure["cause"])]
+    diagnosis = failure["diagnosis"]
+    if diagnosis:
+        parts.append("Diagnosis (%s): %s Fix: %s" % (diagnosis["id"], diagnosis["cause"], diagnosis["fix"]))
+    if failure["traceback"]:
+        parts.append("Traceback:\n" + failure["traceback"])
+    else:
+        parts.append("Last log lines:\n" + "\n".join(last_lines))
+    return "\n".join(parts)

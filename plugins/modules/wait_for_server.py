@@ -1,0 +1,318 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: wait_for_server
+short_description: Wait until an SGLang server is ready, and fail within a second when it cannot be
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - Follows the server's log on the target from a byte O(offset) (the one the
+    M(blackwell.gpu_node.sglang_server) module records at launch, so lines of earlier runs never count)
+    and returns as soon as SGLang logs its ready line, optionally once O(health_url) also answers HTTP 200.
+  - Fails as soon as the log shows a Python traceback (reported whole, from the rank that raised it,
+    without other ranks' lines), one of SGLang's fatal lines (C(Scheduler hit an exception),
+    C(Received sigquit from a child process), C(Initialization failed)), or a CUDA or NCCL fatal line;
+    as soon as the watched process is gone, with or without a traceback; or at O(timeout).
+  - Every failure says the cause in one line, the elapsed time, the traceback or the last log lines, and,
+    when the cause is a known one, a diagnosis with the fix (cuDNN check, CUDA 12 library on a CUDA 13 stack,
+    torch/sgl-kernel ABI mismatch, CUDA out of memory, NCCL, port in use, model path, version checks).
+  - Harmless lines that contain words like C(error), C(failed) or C(exception) (warnings, deprecation notes,
+    C(Failed to import ... falling back)) never fail it.
+  - Each poll reads only the bytes added since the last one, so a log of many GB costs nothing extra. The log
+    may not exist yet, may be truncated in place (copytruncate) or replaced (rotation), and may hold partial
+    lines, bytes that are not UTF-8 and very long lines.
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode the module does not wait and returns RV(ready=null).
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
+    platforms: posix
+options:
+  log_path:
+    description: The server's log file on the target.
+    type: path
+    required: true
+  offset:
+    description:
+      - Byte offset in O(log_path) to start reading from. Earlier bytes are never read.
+      - If the file is shorter than this (it was truncated or replaced since), reading starts at 0.
+    type: int
+    default: 0
+  pid:
+    description:
+      - Process to watch. When it is gone (or a zombie) before the server is ready, the module fails,
+        with the traceback if the log has one. Mutually exclusive with O(pid_path).
+    type: int
+  pid_path:
+    description: File holding the pid to watch, as the M(blackwell.gpu_node.sglang_server) module writes it.
+    type: path
+  timeout:
+    description:
+      - Seconds to wait for the server to be ready. Loading a large model's weights takes minutes.
+    type: float
+    default: 1800
+  poll_interval:
+    description: Seconds between two reads of the log (and process and health checks).
+    type: float
+    default: 0.1
+  ready_pattern:
+    description: Regular expression of the ready line, searched in each line's message.
+    type: str
+    default: The server is fired up and ready to roll!
+  fatal_patterns:
+    description: Further regular expressions; a line matching one fails the wait.
+    type: list
+    elements: str
+    default: []
+  diagnoses:
+    description:
+      - Further known causes, tried before the built-in catalogue. The first whose C(pattern) occurs in the
+        failure's traceback or last lines is reported.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      id:
+        description: Short name of the cause.
+        type: str
+        required: true
+      pattern:
+        description: Regular expression.
+        type: str
+        required: true
+      cause:
+        description: What went wrong, in one sentence.
+        type: str
+        required: true
+      fix:
+        description: What to do about it.
+        type: str
+        required: true
+  require_ready_line:
+    description:
+      - Wait for the ready line. Set to V(false) on nodes of rank 1 and above of a multi-node server, which
+        never log it; they are then ready when O(health_url) answers 200, which is required then.
+    type: bool
+    default: true
+  health_url:
+    description:
+      - After the ready line, also require HTTP 200 from this URL (SGLang's C(/health) answers 503 while
+        starting). Checked on each poll until O(timeout).
+    type: str
+  last_lines:
+    description: How many of the last log lines to return.
+    type: int
+    default: 40
+notes:
+  - Runs on the target, next to the log. Use it after M(blackwell.gpu_node.sglang_server), passing its
+    C(offset) and C(pid).
+  - M(ansible.builtin.wait_for) with C(search_regex) re-reads the whole file on every poll, matches ready lines
+    of earlier runs and cannot fail on an error, so a crashed server costs its full timeout.
+seealso:
+  - module: ansible.builtin.wait_for
+"""
+
+EXAMPLES = r"""
+- name: Wait for the server launched by sglang_server
+  blackwell.gpu_node.wait_for_server:
+    log_path: /var/log/sglang/server.log
+    offset: "{{ launch.offset }}"
+    pid: "{{ launch.pid }}"
+    health_url: http://127.0.0.1:30000/health
+    timeout: 3600
+
+- name: Wait on a node of rank >= 1, which never logs the ready line
+  blackwell.gpu_node.wait_for_server:
+    log_path: /var/log/sglang/server.log
+    offset: "{{ launch.offset }}"
+    pid_path: /run/sglang/server.pid
+    require_ready_line: false
+    health_url: http://127.0.0.1:30000/health
+
+- name: Teach it a cause of your own
+  blackwell.gpu_node.wait_for_server:
+    log_path: /var/log/sglang/server.log
+    fatal_patterns:
+      - "Xid \\d+"
+    diagnoses:
+      - id: xid
+        pattern: "Xid \\d+"
+        cause: The GPU reported an Xid error.
+        fix: Check `dmesg` for the Xid code and drain the node.
+"""
+
+RETURN = r"""
+ready:
+  description: True when the server is ready; false on failure; null in check mode.
+  returned: always
+  type: bool
+elapsed:
+  description: Seconds spent waiting.
+  returned: unless check mode
+  type: float
+  sample: 0.12
+offset:
+  description: Byte offset reached in the log file (the current one, after a rotation).
+  returned: unless check mode
+  type: int
+ready_line:
+  description: The ready line as logged.
+  returned: when seen
+  type: str
+  sample: "[2026-11-30 10:00:00] The server is fired up and ready to roll!"
+health_status:
+  description: Last HTTP status of O(health_url); null when not asked or not answering.
+  returned: unless check mode
+  type: int
+failure:
+  description: Why the server is not ready.
+  returned: on failure
+  type: dict
+  contains:
+    cause:
+      description: The cause in one line, led by the rank that raised it.
+      type: str
+      sample: "[TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    ranks:
+      description: The rank prefix of the lines (C(TP3), C(DP0 TP3)); empty for the main process.
+      type: str
+    traceback:
+      description: The whole traceback, that rank's lines only; empty when there was none.
+      type: str
+    diagnosis:
+      description: The known cause and its fix, or null.
+      type: dict
+      contains:
+        id:
+          description: Short name of the cause.
+          type: str
+          sample: cuda_out_of_memory
+        cause:
+          description: What went wrong.
+          type: str
+        fix:
+          description: What to do.
+          type: str
+last_lines:
+  description: The last lines read from the log.
+  returned: unless check mode
+  type: list
+  elements: str
+"""
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier
+
+
+def health_probe(url):
+    def probe():
+        try:
+            return open_url(url, timeout=2, validate_certs=False).getcode()
+        except Exception as exc:  # refused, 503 (HTTPError carries a code), timeout
+            return getattr(exc, "code", None)
+
+    return probe
+
+
+def read_pid(module, path):
+    try:
+        with open(path) as handle:
+            return int(handle.read().strip())
+    except (IOError, OSError, ValueError) as exc:
+        module.fail_json(msg="pid_path=%s does not hold a pid: %s" % (path, exc), ready=False)
+
+
+def check_options(module):
+    params = module.params
+    for name in ("timeout", "poll_interval"):
+        if params[name] <= 0:
+            module.fail_json(msg="%s must be a positive number of seconds, not %s" % (name, params[name]))
+    if params["offset"] < 0:
+        module.fail_json(msg="offset must be 0 or more, not %s" % params["offset"])
+    patterns = [("ready_pattern", params["ready_pattern"])]
+    patterns += [("fatal_patterns", pattern) for pattern in params["fatal_patterns"]]
+    patterns += [("diagnoses[%s].pattern" % entry["id"], entry["pattern"]) for entry in params["diagnoses"]]
+    for option, pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            module.fail_json(msg="%s: %r is not a valid regular expression: %s" % (option, pattern, exc))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            log_path=dict(type="path", required=True),
+            offset=dict(type="int", default=0),
+            pid=dict(type="int"),
+            pid_path=dict(type="path"),
+            timeout=dict(type="float", default=1800),
+            poll_interval=dict(type="float", default=0.1),
+            ready_pattern=dict(type="str", default="The server is fired up and ready to roll!"),
+            fatal_patterns=dict(type="list", elements="str", default=[]),
+            diagnoses=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    id=dict(type="str", required=True),
+                    pattern=dict(type="str", required=True),
+                    cause=dict(type="str", required=True),
+                    fix=dict(type="str", required=True),
+                ),
+            ),
+            require_ready_line=dict(type="bool", default=True),
+            health_url=dict(type="str"),
+            last_lines=dict(type="int", default=40),
+        ),
+        mutually_exclusive=[("pid", "pid_path")],
+        required_if=[("require_ready_line", False, ("health_url",))],
+        supports_check_mode=True,
+    )
+    check_options(module)
+    params = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, ready=None, msg="check mode: not waiting for %s" % params["log_path"])
+
+    pid = read_pid(module, params["pid_path"]) if params["pid_path"] else params["pid"]
+    waiter = Waiter(
+        LogFollower(params["log_path"], params["offset"]),
+        StartupClassifier(params["ready_pattern"], params["fatal_patterns"]),
+        timeout=params["timeout"],
+        poll_interval=params["poll_interval"],
+        pid=pid,
+        health_probe=health_probe(params["health_url"]) if params["health_url"] else None,
+        require_ready_line=params["require_ready_line"],
+        catalogue=tuple(params["diagnoses"]) + DIAGNOSES,
+        last_lines=params["last_lines"],
+    )
+    result = waiter.run()
+    if result["ready"]:
+        module.exit_json(changed=False, **result)
+    module.fail_json(**result)
+
+
+if __name__ == "__main__":
+    main()

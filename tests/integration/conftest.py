@@ -1,0 +1,78 @@
+"""Run the modules for real through Ansible, against real processes on this machine.
+
+`run_module` calls `ansible localhost -m <FQCN>` with a local connection and returns the
+module's result; `standin` starts the `sglang` stand-in from tests/fixtures.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+STANDIN = CHECKOUT / "tests" / "fixtures" / "sglang_standin"
+COLLECTIONS = CHECKOUT / ".build" / "collections"
+
+
+def run_module(name, check_mode=False, **args):
+    environ = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="json",
+    )
+    completed = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
+         "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + name, "-a", json.dumps(args)]
+        + (["--check"] if check_mode else []),
+        capture_output=True, text=True, env=environ, timeout=300, check=False,
+    )
+    try:
+        report = json.loads(completed.stdout)
+    except ValueError:
+        raise AssertionError("ansible printed no JSON:\n%s\n%s" % (completed.stdout, completed.stderr))
+    return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Standin(object):
+    def __init__(self, log_path):
+        self.log_path = log_path
+        self.process = None
+        self.port = free_port()
+
+    def start(self, scenario="ready", step=0.05, tp=4):
+        environ = dict(os.environ, PYTHONPATH=str(STANDIN), SGLANG_STANDIN_SCENARIO=scenario,
+                       SGLANG_STANDIN_STEP=str(step))
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/test", "--tp", str(tp),
+                 "--port", str(self.port)],
+                stdout=log, stderr=subprocess.STDOUT, env=environ, start_new_session=True,
+            )
+        return self.process
+
+    @property
+    def health_url(self):
+        return "http://127.0.0.1:%d/health" % self.port
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self.process is not None:
+            self.process.wait()
+
+
+@pytest.fixture
+def standin(tmp_path):
+    server = Standin(str(tmp_path / "server.log"))
+    yield server
+    server.stop()

@@ -1,0 +1,204 @@
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import (
+    StartupClassifier,
+    diagnose,
+    parse_line,
+)
+
+
+def classify(lines, final=False, **options):
+    classifier = StartupClassifier(**options)
+    for line in lines:
+        classifier.feed(line)
+    classifier.end_of_data(final=final)
+    return classifier
+
+
+@pytest.mark.parametrize(
+    "line,ranks,message,prefixed",
+    [
+        ("[2026-01-01 12:00:00] hello", "", "hello", True),
+        ("[2026-01-01 12:00:00 TP3] hello", "TP3", "hello", True),
+        ("[2026-01-01 12:00:00.123 DP0 TP7 EP7] hello", "DP0 TP7 EP7", "hello", True),
+        ("\x1b[32m[2026-01-01 12:00:00 TP1]\x1b[0m hi", "TP1", "hi", True),
+        ('  File "x.py", line 1, in <module>', "", '  File "x.py", line 1, in <module>', False),
+    ],
+)
+def test_parse_line(line, ranks, message, prefixed):
+    assert parse_line(line) == (ranks, message, prefixed)
+
+
+def test_ready_line():
+    classifier = classify(["[2026-01-01 12:00:00] The server is fired up and ready to roll!"])
+    assert classifier.failure is None
+    assert classifier.ready_line.endswith("ready to roll!")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-01-01 12:00:00] Failed to import deep_gemm, falling back to triton. (error: No module named x)",
+        "[2026-01-01 12:00:00 TP0] WARNING: DeepGEMM scale format check failed, using fp32 scales",
+        "/usr/lib/python3/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml package is deprecated",
+        "[2026-01-01 12:00:00] Health check failed. Server couldn't get a response from detokenizer",
+        "[2026-01-01 12:00:00] INFO: exception handling configured; error rate 0",
+        "NCCL INFO NET/IB : No device found.",
+    ],
+)
+def test_harmless_lines_do_not_fail(line):
+    classifier = classify([line], final=True)
+    assert classifier.failure is None and classifier.ready_line is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-01-01 12:00:00] Received sigquit from a child process. It usually means the child failed.",
+        "[2026-01-01 12:00:00 TP0] Initialization failed. warmup error: boom",
+        "[2026-01-01 12:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+        "terminate called after throwing an instance of 'c10::Error'",
+        "[2026-01-01 12:00:00 TP2] NCCL WARN Cuda failure 'out of memory'",
+        "[2026-01-01 12:00:00] ERROR:   [Errno 98] error while attempting to bind on address "
+        "('127.0.0.1', 30000): address already in use",
+        "Fatal Python error: Segmentation fault",
+    ],
+)
+def test_fatal_lines_without_traceback_fail(line):
+    classifier = classify([line])
+    assert classifier.failure is not None
+    assert classifier.failure.cause == parse_line(line)[1].strip()
+
+
+def test_user_fatal_pattern():
+    assert classify(["NVRM: Xid 79, GPU has fallen off the bus"], fatal_patterns=[r"Xid \d+"]).failure
+
+
+INTERLEAVED = [
+    "[2026-01-01 12:00:00 TP0] Capture cuda graph begin.",
+    "[2026-01-01 12:00:00 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "scheduler.py", line 2950, in run_scheduler_process',
+    "    scheduler = Scheduler(...)",
+    "[2026-01-01 12:00:01 TP1] Capture cuda graph end. Time elapsed: 5.31 s.",
+    '  File "cuda_graph_runner.py", line 390, in capture',
+    "    out = run_once()",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    "[2026-01-01 12:00:02] Received sigquit from a child process. It usually means the child failed.",
+]
+
+
+def test_interleaved_traceback_is_reported_whole_and_alone():
+    failure = classify(INTERLEAVED).failure
+    assert failure.ranks == "TP3"
+    assert failure.cause == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert failure.lines == [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "scheduler.py", line 2950, in run_scheduler_process',
+        "    scheduler = Scheduler(...)",
+        '  File "cuda_graph_runner.py", line 390, in capture',
+        "    out = run_once()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
+    report = failure.as_dict()
+    assert report["cause"].startswith("[TP3] torch.OutOfMemoryError")
+    assert report["diagnosis"]["id"] == "cuda_out_of_memory"
+
+
+def test_chained_traceback_stays_one_failure():
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in <module>',
+        "RuntimeError: sgl_kernel could not be loaded",
+    ]
+    failure = classify(lines).failure
+    assert failure.cause == "RuntimeError: sgl_kernel could not be loaded"
+    assert failure.lines == lines
+    assert failure.as_dict()["diagnosis"]["id"] == "cuda12_library_on_cuda13"
+
+
+def test_traceback_waits_for_its_exception_line_unless_the_process_is_gone():
+    lines = ["[2026-01-01 12:00:00 TP0] Traceback (most recent call last):", '  File "a.py", line 1']
+    assert classify(lines).failure is None
+    assert classify(lines, final=True).failure.cause == (
+        "Python traceback (traceback cut off before its exception line)"
+    )
+
+
+def test_exception_line_without_the_start_of_its_traceback_fails():
+    lines = ['  File "parallel_state.py", line 255, in __init__', "    raise RuntimeError(f\"NCCL error: {e}\")",
+             "RuntimeError: NCCL error: unhandled system error"]
+    assert classify(lines).failure.cause == "RuntimeError: NCCL error: unhandled system error"
+
+
+@pytest.mark.parametrize("line", ["Exception: flashinfer_python is installed with version 0.6.3", "KeyError: 'x'",
+                                  "torch.OutOfMemoryError: CUDA out of memory.", "ImportError:"])
+def test_bare_exception_lines_fail(line):
+    assert classify([line]).failure.cause == line
+
+
+@pytest.mark.parametrize("line", ["Exceptional throughput today", "ErrorRate: 0", "  ValueError: quoted in a frame"])
+def test_lines_that_only_look_like_exceptions_do_not_fail(line):
+    assert classify([line], final=True).failure is None
+
+
+def test_prefix_after_a_progress_bar_still_names_the_rank():
+    line = "Capturing batches (bs=256):   0%|  | 0/51 [00:00<?, ?it/s][2026-05-08 14:34:42 TP3] Scheduler hit an exception"
+    assert parse_line(line) == ("TP3", "Scheduler hit an exception", True)
+
+
+def test_ready_line_after_a_failure_does_not_count():
+    classifier = classify(INTERLEAVED + ["[2026-01-01 12:00:03] The server is fired up and ready to roll!"])
+    assert classifier.failure is not None and classifier.ready_line is None
+
+
+def test_custom_ready_pattern():
+    assert classify(["[2026-01-01 12:00:00 TP0] Load weight end."], ready_pattern=r"Load weight end").ready_line
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN Compatibility Issue Detected", "cudnn_check"),
+        ("ImportError: libcudart.so.12: cannot open shared object file", "cuda12_library_on_cuda13"),
+        (
+            "ImportError: /x/sgl_kernel/common_ops.abi3.so: undefined symbol: "
+            "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib",
+            "torch_abi_mismatch",
+        ),
+        (
+            "RuntimeError: flashinfer-cubin version (0.6.3) does not match flashinfer version (0.6.4). Please "
+            "install the same version of both packages. Set FLASHINFER_DISABLE_VERSION_CHECK=1 to bypass this check.",
+            "flashinfer_version_check",
+        ),
+        (
+            "Exception: sgl-kernel is installed with version 0.3.16, which is less than the minimum required "
+            "version 0.3.21. Please reinstall the latest version with `pip install sgl-kernel --force-reinstall`",
+            "sgl_kernel_version",
+        ),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 26.00 MiB.", "cuda_out_of_memory"),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.cpp:77, unhandled cuda error\n"
+            "ncclUnhandledCudaError: Call to CUDA function failed.",
+            "nccl",
+        ),
+        ("[Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+         "port_in_use"),
+        (
+            "OSError: /shared/kimi is not a local folder and is not a valid model identifier listed on "
+            "'https://huggingface.co/models'",
+            "model_path",
+        ),
+        ("RuntimeError: something nobody has seen before", None),
+    ],
+)
+def test_diagnosis_catalogue(text, expected):
+    found = diagnose(text)
+    assert (found and found["id"]) == expected
+    if found:
+        assert found["fix"]
