@@ -105,6 +105,31 @@ def false_alarms():
             ("%d/%d" % (diagnosed, len(failures))) if name == "classifier" else "no"))
 
 
+def core_latency(directory, payload, runs, poll_interval=0.1):
+    """The module's own part: from the write to the Waiter returning, in-process."""
+    samples = []
+    for run in range(runs):
+        log = Path(directory) / "core.log"
+        log.write_text("[2026-11-30 09:59:59] Load weight begin.\n")
+        waiter = Waiter(LogFollower(str(log), log.stat().st_size), StartupClassifier(), timeout=60,
+                        poll_interval=poll_interval)
+        written = []
+
+        def write_later():
+            time.sleep(0.3 + 0.037 * run)  # spread the writes over the poll cycle
+            with open(log, "a") as handle:
+                handle.write(payload)
+            written.append(time.monotonic())
+
+        writer = threading.Thread(target=write_later)
+        writer.start()
+        waiter.run()
+        returned = time.monotonic()
+        writer.join()
+        samples.append(returned - written[0])
+    return samples
+
+
 def playbook(directory, task, log, offset, timeout):
     path = Path(directory) / "bench.yml"
     path.write_text("- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:"
@@ -183,6 +208,10 @@ def main():
                 "%.2f / %.2f (%s%s)" % (statistics.median(failed), max(failed), outcome,
                                         "" if tool == "wait_for_server" else ", only at its timeout of %ds"
                                         % FAILURE_TIMEOUT)))
+        for label, payload in (("ready line", READY_LINE + "\n"), ("traceback", TRACEBACK)):
+            samples = core_latency(directory, payload, 20)
+            print("   %-30s %s: median %.3f / max %.3f (20 runs, poll_interval 0.1)" % (
+                "wait_for_server core alone", label, statistics.median(samples), max(samples)))
         print("   Each includes ansible-playbook's own exit. The line is written 4 s after the playbook starts;"
               " wait_for and the loop\n   fail only when their timeout, counted from the task's start, runs out:"
               " wait_for's default is 300 s.")
