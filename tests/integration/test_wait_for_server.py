@@ -111,3 +111,30 @@ def test_bad_regular_expression_names_the_option(tmp_path):
     result = run_module("wait_for_server", log_path=str(tmp_path / "x.log"), fatal_patterns=["(unclosed"])
     assert result["failed"] is True
     assert result["msg"].startswith("fatal_patterns: '(unclosed' is not a valid regular expression")
+
+
+def test_pid_path_names_the_process_to_watch(standin, tmp_path):
+    standin.start(scenario="silent-death")
+    pid_file = tmp_path / "server.pid"
+    pid_file.write_text("%d\n" % standin.process.pid)
+    result = run_module("wait_for_server", log_path=standin.log_path, pid_path=str(pid_file), timeout=600)
+    assert result["failure"]["cause"].startswith("process %d exited" % standin.process.pid)
+
+
+def test_unreadable_pid_path_fails_clearly(tmp_path):
+    result = run_module("wait_for_server", log_path=str(tmp_path / "x.log"), pid_path=str(tmp_path / "missing.pid"))
+    assert result["failed"] is True
+    assert result["msg"].startswith("pid_path=%s does not hold a pid" % (tmp_path / "missing.pid"))
+
+
+def test_user_fatal_pattern_and_diagnosis(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2026-11-30 10:00:00 TP0] Load weight begin.\nNVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus.\n")
+    result = run_module(
+        "wait_for_server", log_path=str(log), timeout=600,
+        fatal_patterns=[r"Xid \(PCI"],
+        diagnoses=[{"id": "xid", "pattern": r"Xid", "cause": "The GPU reported an Xid error.", "fix": "Drain the node."}],
+    )
+    assert result["failure"]["cause"] == "NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus."
+    assert result["failure"]["diagnosis"] == {"id": "xid", "cause": "The GPU reported an Xid error.",
+                                              "fix": "Drain the node."}
