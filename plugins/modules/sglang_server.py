@@ -1,0 +1,397 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_server
+short_description: Launch, stop, restart and report an SGLang server, idempotently
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - Runs C(python -m sglang.launch_server) from a virtualenv, detached in its own session and process group,
+    so that it outlives the Ansible connection, with stdout and stderr appended to O(log_path).
+  - Records the server in O(state_dir) (C(<name>.pid) and C(<name>.json) with argv, environment digest, log
+    offset at launch and the process's kernel start time). A later run recognises its own server by pid B(and)
+    start time, so a reused pid is never taken for it.
+  - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
+    restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
+  - V(stopped) sends SIGTERM to the server's process group, SIGKILL after O(stop_timeout), and where
+    C(nvidia-smi) exists waits until the GPU memory the server held is released. Other processes that hold the
+    GPUs are killed only with O(kill_gpu_holders=true).
+  - The command line uses SGLang 0.5.9's full flag names. C(--tp) in SGLang's own examples is an argparse prefix
+    of C(--tensor-parallel-size), which this module emits.
+  - Hand RV(offset) and RV(pid) to M(blackwell.gpu_node.wait_for_server) to wait for readiness.
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+    details: The before and after command lines, secrets masked.
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+options:
+  state:
+    description:
+      - V(status) only reports, and changes nothing.
+    type: str
+    choices: [started, stopped, restarted, status]
+    default: started
+  name:
+    description: Name of this server instance on the host; names its pid and state files.
+    type: str
+    default: sglang
+  state_dir:
+    description: Directory of the pid and state files.
+    type: path
+    default: /var/lib/blackwell-gpu-node
+  python:
+    description: The virtualenv's interpreter that runs C(-m sglang.launch_server). Required unless O(state=stopped) or O(state=status).
+    type: path
+  model_path:
+    description: C(--model-path). A local directory, unless O(model_is_hub_id=true).
+    type: str
+  model_is_hub_id:
+    description: O(model_path) is a Hugging Face id, not a local directory, so its existence is not checked.
+    type: bool
+    default: false
+  tensor_parallel_size:
+    description: C(--tensor-parallel-size), the number of GPUs the model is split over on this node.
+    type: int
+    default: 1
+  host:
+    description: C(--host).
+    type: str
+    default: 127.0.0.1
+  port:
+    description: C(--port). Must be free, unless this instance's own server holds it.
+    type: int
+    default: 30000
+  trust_remote_code:
+    description: C(--trust-remote-code).
+    type: bool
+    default: false
+  cuda_graph_max_bs:
+    description: C(--cuda-graph-max-bs).
+    type: int
+  disable_custom_all_reduce:
+    description: C(--disable-custom-all-reduce).
+    type: bool
+    default: false
+  attention_backend:
+    description: C(--attention-backend), for example V(flashinfer), V(triton) or V(fa3).
+    type: str
+  nnodes:
+    description: C(--nnodes). Above 1, O(node_rank) and O(dist_init_addr) are passed too.
+    type: int
+    default: 1
+  node_rank:
+    description: C(--node-rank), from 0 to O(nnodes) - 1.
+    type: int
+    default: 0
+  dist_init_addr:
+    description: C(--dist-init-addr), C(HOST:PORT) of the rank-0 node. Required when O(nnodes) is above 1.
+    type: str
+  speculative:
+    description: Speculative decoding (EAGLE-3 by default).
+    type: dict
+    suboptions:
+      algorithm:
+        description: C(--speculative-algorithm).
+        type: str
+        default: EAGLE3
+      draft_model_path:
+        description: C(--speculative-draft-model-path).
+        type: str
+        required: true
+      num_steps:
+        description: C(--speculative-num-steps).
+        type: int
+      eagle_topk:
+        description: C(--speculative-eagle-topk).
+        type: int
+      num_draft_tokens:
+        description: C(--speculative-num-draft-tokens).
+        type: int
+  api_key:
+    description:
+      - C(--api-key). Never shown in results, diffs or logs. SGLang takes it on the command line only, so it is
+        visible in the host's process list to users who can read other users' command lines.
+    type: str
+  extra_args:
+    description: Further arguments appended to the command line as they are.
+    type: list
+    elements: str
+    default: []
+  env:
+    description:
+      - Environment variables set on top of the host's for the server. Values are never shown (tokens go
+        here); their digest decides whether a running server must be restarted.
+    type: dict
+    default: {}
+  log_path:
+    description: File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
+    type: path
+  stop_timeout:
+    description: Seconds between SIGTERM and SIGKILL when stopping.
+    type: float
+    default: 30
+  gpu_release_timeout:
+    description: Seconds to wait, after stopping, for C(nvidia-smi) to list none of the server's processes.
+    type: float
+    default: 60
+  kill_gpu_holders:
+    description:
+      - When stopping, also terminate every OTHER process that has one of O(gpu_devices) open (the story's
+        C(fuser -k /dev/nvidia*)). Off by default; what was killed is listed in RV(killed_gpu_holders).
+    type: bool
+    default: false
+  gpu_devices:
+    description: Device files that count as holding the GPUs for O(kill_gpu_holders).
+    type: list
+    elements: str
+    default: ["/dev/nvidia*"]
+notes:
+  - Bad options fail before anything is started or stopped, naming the option.
+seealso:
+  - module: blackwell.gpu_node.wait_for_server
+"""
+
+EXAMPLES = r"""
+- name: Launch the reference box's server
+  blackwell.gpu_node.sglang_server:
+    python: /home/sglang/ml-env/bin/python
+    model_path: /shared/kimi-k2.5-int4
+    tensor_parallel_size: 8
+    trust_remote_code: true
+    cuda_graph_max_bs: 128
+    disable_custom_all_reduce: true
+    log_path: /var/log/sglang/server.log
+  register: launch
+
+- name: Wait until it is ready
+  blackwell.gpu_node.wait_for_server:
+    log_path: /var/log/sglang/server.log
+    offset: "{{ launch.offset }}"
+    pid: "{{ launch.pid }}"
+    health_url: http://127.0.0.1:30000/health
+
+- name: Stop it, and whatever else holds the GPUs
+  blackwell.gpu_node.sglang_server:
+    state: stopped
+    kill_gpu_holders: true
+"""
+
+RETURN = r"""
+running:
+  description: Whether the server runs after the task.
+  returned: always
+  type: bool
+pid:
+  description: Pid of the server (the leader of its process group).
+  returned: when running
+  type: int
+argv:
+  description: The command line, secrets masked.
+  returned: when known
+  type: list
+  elements: str
+log_path:
+  description: The log file.
+  returned: when known
+  type: str
+offset:
+  description: Size of the log when the server was launched; where its own lines begin.
+  returned: when running
+  type: int
+actions:
+  description: What the task did, in order (C(cleaned stale pid file), C(stopped), C(started)).
+  returned: always
+  type: list
+  elements: str
+stale_pid:
+  description: Pid of a recorded server that was no longer running (crashed, or its pid reused).
+  returned: when found
+  type: int
+killed:
+  description: Pids of the server's process group that were stopped.
+  returned: when stopped
+  type: list
+  elements: int
+forced:
+  description: Pids that did not end on SIGTERM within O(stop_timeout) and were sent SIGKILL.
+  returned: when stopped
+  type: list
+  elements: int
+gpu_released:
+  description: True once nvidia-smi lists none of the stopped pids; false at timeout; null without nvidia-smi.
+  returned: when stopped
+  type: bool
+killed_gpu_holders:
+  description: Other processes killed with O(kill_gpu_holders), pid to the device files they held.
+  returned: when O(kill_gpu_holders=true)
+  type: dict
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    Instance,
+    build_argv,
+    check_options,
+    device_holders,
+    env_digest,
+    group_members,
+    launch,
+    masked,
+    port_is_free,
+    terminate,
+    wait_gpu_release,
+)
+
+
+def recorded_option(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def stop(module, instance, state, result):
+    members = group_members(state["pid"]) or [state["pid"]]
+    result["forced"] = terminate(members, module.params["stop_timeout"], signal_group=state["pid"])
+    result["killed"] = members
+    result["gpu_released"] = wait_gpu_release(members, module.params["gpu_release_timeout"])
+    if result["gpu_released"] is False:
+        module.warn("GPU memory of stopped pids %s was not released within %ss" % (
+            members, module.params["gpu_release_timeout"]))
+    instance.forget()
+    result["actions"].append("stopped")
+
+
+
+
+def start(module, instance, argv, result):
+    params = module.params
+    process, offset, start_time = launch(argv, params["env"], params["log_path"])
+    if start_time is None:
+        module.fail_json(msg="The server exited at once (code %s); see %s" % (process.poll(), params["log_path"]),
+                         **result)
+    instance.save({
+        "pid": process.pid, "start_time": start_time, "argv": argv, "env_digest": env_digest(params["env"]),
+        "log_path": params["log_path"], "offset": offset, "started_at": time.time(),
+    })
+    result.update(pid=process.pid, offset=offset, running=True)
+    result["actions"].append("started")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", default="started", choices=["started", "stopped", "restarted", "status"]),
+            name=dict(type="str", default="sglang"),
+            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            python=dict(type="path"),
+            model_path=dict(type="str"),
+            model_is_hub_id=dict(type="bool", default=False),
+            tensor_parallel_size=dict(type="int", default=1),
+            host=dict(type="str", default="127.0.0.1"),
+            port=dict(type="int", default=30000),
+            trust_remote_code=dict(type="bool", default=False),
+            cuda_graph_max_bs=dict(type="int"),
+            disable_custom_all_reduce=dict(type="bool", default=False),
+            attention_backend=dict(type="str"),
+            nnodes=dict(type="int", default=1),
+            node_rank=dict(type="int", default=0),
+            dist_init_addr=dict(type="str"),
+            speculative=dict(type="dict", options=dict(
+                algorithm=dict(type="str", default="EAGLE3"),
+                draft_model_path=dict(type="str", required=True),
+                num_steps=dict(type="int"),
+                eagle_topk=dict(type="int"),
+                num_draft_tokens=dict(type="int"),
+            )),
+            api_key=dict(type="str", no_log=True),
+            extra_args=dict(type="list", elements="str", default=[]),
+            env=dict(type="dict", default={}, no_log=True),
+            log_path=dict(type="path"),
+            stop_timeout=dict(type="float", default=30),
+            gpu_release_timeout=dict(type="float", default=60),
+            kill_gpu_holders=dict(type="bool", default=False),
+            gpu_devices=dict(type="list", elements="str", default=["/dev/nvidia*"]),
+        ),
+        required_if=[
+            ("state", "started", ("python", "model_path", "log_path")),
+            ("state", "restarted", ("python", "model_path", "log_path")),
+        ],
+        supports_check_mode=True,
+    )
+    params = module.params
+    instance = Instance(params["state_dir"], params["name"])
+    recorded = instance.load()
+    ours = Instance.running(recorded)
+    result = dict(changed=False, running=ours, actions=[])
+    if recorded:
+        result.update(argv=masked(recorded["argv"]), log_path=recorded["log_path"])
+        if ours:
+            result.update(pid=recorded["pid"], offset=recorded["offset"])
+        else:
+            result["stale_pid"] = recorded["pid"]
+
+    if params["state"] == "status":
+        module.exit_json(**result)
+
+    wanted = params["state"] in ("started", "restarted")
+    argv = build_argv(params) if wanted else None
+    if wanted:
+        problems = check_options(params)
+        holds_port = ours and recorded_option(recorded["argv"], "--port") == str(params["port"])
+        if not holds_port and 1 <= params["port"] <= 65535 and not port_is_free(params["host"], params["port"]):
+            problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
+        if problems:
+            module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
+
+    same = ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(params["env"])
+    must_stop = ours and (params["state"] in ("stopped", "restarted") or not same)
+    must_start = wanted and (must_stop or not ours)
+    cleans_stale = bool(recorded) and not ours
+    # Foreign processes only: this module, its parents and the server's own group are not theirs.
+    holders = {}
+    if params["state"] == "stopped" and params["kill_gpu_holders"]:
+        own = set([os.getpid(), os.getppid()] + (group_members(recorded["pid"]) if ours else []))
+        holders = device_holders(params["gpu_devices"], exclude=own)
+        result["killed_gpu_holders"] = holders
+    result["changed"] = bool(must_stop or must_start or cleans_stale or holders)
+    result["diff"] = dict(
+        before=dict(running=ours, argv=masked(recorded["argv"]) if ours else []),
+        after=dict(running=wanted, argv=masked(argv) if wanted else []),
+    )
+    if module.check_mode:
+        module.exit_json(**result)
+
+    if cleans_stale:
+        instance.forget()
+        result["actions"].append("cleaned stale pid file")
+    if must_stop:
+        stop(module, instance, recorded, result)
+        result.update(running=False, pid=None, offset=None)
+    if holders:
+        terminate(sorted(holders), params["stop_timeout"])
+    if must_start:
+        result["argv"], result["log_path"] = masked(argv), params["log_path"]
+        start(module, instance, argv, result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""sglang_server, run through Ansible, launching the sglang stand-in for real."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import STANDIN, free_port, run_module
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def group_alive(pgid):
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def server(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    params = dict(
+        python=sys.executable, model_path=str(model), tensor_parallel_size=2, port=free_port(),
+        log_path=str(tmp_path / "server.log"), state_dir=str(tmp_path / "state"), trust_remote_code=True,
+        env={"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01"}, stop_timeout=5, gpu_release_timeout=1,
+    )
+    yield params
+    run_module("sglang_server", state="stopped", state_dir=params["state_dir"], stop_timeout=5)
+
+
+def test_start_survives_the_connection_and_a_second_run_changes_nothing(server):
+    first = run_module("sglang_server", **server)
+    assert first["changed"] is True and first["actions"] == ["started"]
+    assert alive(first["pid"])  # ansible has exited: the server lives on in its own session
+    assert os.getsid(first["pid"]) == first["pid"]
+    assert first["argv"][:3] == [sys.executable, "-m", "sglang.launch_server"]
+    ready = run_module("wait_for_server", log_path=server["log_path"], offset=first["offset"], pid=first["pid"],
+                       health_url="http://127.0.0.1:%d/health" % server["port"], timeout=60)
+    assert ready["ready"] is True, ready.get("msg")
+
+    second = run_module("sglang_server", **server)
+    assert second["changed"] is False and second["actions"] == []
+    assert second["pid"] == first["pid"] and second["offset"] == first["offset"]
+
+
+def test_changed_flag_restarts(server):
+    first = run_module("sglang_server", **server)
+    changed = run_module("sglang_server", cuda_graph_max_bs=64, **server)
+    assert changed["changed"] is True and changed["actions"] == ["stopped", "started"]
+    assert changed["killed"] and first["pid"] in changed["killed"]
+    assert not alive(first["pid"]) and alive(changed["pid"])
+    assert changed["diff"]["before"]["argv"] != changed["diff"]["after"]["argv"]
+    assert "--cuda-graph-max-bs" in changed["argv"]
+
+
+def test_changed_environment_restarts(server):
+    first = run_module("sglang_server", **server)
+    server["env"] = dict(server["env"], NCCL_DEBUG="INFO")
+    changed = run_module("sglang_server", **server)
+    assert changed["actions"] == ["stopped", "started"] and changed["pid"] != first["pid"]
+
+
+def test_server_killed_behind_its_back_is_restarted_and_reported(server):
+    first = run_module("sglang_server", **server)
+    os.killpg(first["pid"], signal.SIGKILL)
+    again = run_module("sglang_server", **server)
+    assert again["stale_pid"] == first["pid"]
+    assert again["actions"] == ["cleaned stale pid file", "started"]
+    assert alive(again["pid"])
+
+
+def test_stop_leaves_no_process_of_its_group(server):
+    first = run_module("sglang_server", **server)
+    stopped = run_module("sglang_server", state="stopped", state_dir=server["state_dir"], stop_timeout=5)
+    assert stopped["changed"] is True and stopped["running"] is False
+    assert first["pid"] in stopped["killed"] and stopped["forced"] == []
+    assert stopped["gpu_released"] is None  # no nvidia-smi here
+    assert group_alive(first["pid"]) == []
+    again = run_module("sglang_server", state="stopped", state_dir=server["state_dir"])
+    assert again["changed"] is False
+
+
+def test_foreign_gpu_holder_is_killed_only_on_request(server, tmp_path):
+    device = tmp_path / "nvidia0"
+    device.write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); print(1, flush=True);"
+                               " time.sleep(120)", str(device)], stdout=subprocess.PIPE, start_new_session=True)
+    holder.stdout.readline()
+    try:
+        common = dict(state="stopped", state_dir=server["state_dir"], gpu_devices=[str(tmp_path / "nvidia*")])
+        by_default = run_module("sglang_server", **common)
+        assert by_default["changed"] is False and alive(holder.pid)
+        assert "killed_gpu_holders" not in by_default
+        opted_in = run_module("sglang_server", kill_gpu_holders=True, **common)
+        assert opted_in["changed"] is True
+        assert opted_in["killed_gpu_holders"] == {str(holder.pid): [str(device)]}
+        assert holder.wait(10) == -signal.SIGTERM
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_bad_options_fail_before_anything_starts(server):
+    result = run_module("sglang_server", **dict(server, tensor_parallel_size=0, port=70000))
+    assert result["failed"] is True
+    assert result["msg"].startswith("Nothing was changed: ")
+    assert "tensor_parallel_size=0 must be a positive integer" in result["msg"]
+    assert "port=70000 is out of range" in result["msg"]
+    assert not os.path.exists(server["log_path"])
+
+
+def test_port_held_by_someone_else_is_refused(server):
+    import socket
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", server["port"]))
+        other.listen()
+        result = run_module("sglang_server", **server)
+    assert result["msg"] == "Nothing was changed: port=%d on 127.0.0.1 is already in use by another process" % (
+        server["port"])
+
+
+def test_check_mode_predicts_and_does_nothing(server):
+    predicted = run_module("sglang_server", check_mode=True, **server)
+    assert predicted["changed"] is True and predicted["running"] is False
+    assert predicted["diff"]["after"]["running"] is True
+    assert not os.path.exists(server["log_path"])
+    status = run_module("sglang_server", state="status", state_dir=server["state_dir"])
+    assert status["running"] is False and status["changed"] is False
+
+
+def test_secrets_never_reach_the_output(server, capfd):
+    result = run_module("sglang_server", api_key="k3y-s3cr3t", **dict(server, env=dict(server["env"], HF_TOKEN="t0k3n")))
+    assert result["changed"] is True
+    text = repr(result)
+    assert "k3y-s3cr3t" not in text and "t0k3n" not in text
+    assert "--api-key" in result["argv"]
