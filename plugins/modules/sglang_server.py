@@ -279,8 +279,6 @@ def stop(module, instance, state, result):
     result["actions"].append("stopped")
 
 
-
-
 def start(module, instance, argv, result):
     params = module.params
     process, offset, start_time = launch(argv, params["env"], params["log_path"])
@@ -319,7 +317,7 @@ def main():
                 draft_model_path=dict(type="str", required=True),
                 num_steps=dict(type="int"),
                 eagle_topk=dict(type="int"),
-                num_draft_tokens=dict(type="int"),
+                num_draft_tokens=dict(type="int", no_log=False),
             )),
             api_key=dict(type="str", no_log=True),
             extra_args=dict(type="list", elements="str", default=[]),
