@@ -135,8 +135,16 @@ options:
     default: []
   env:
     description:
-      - Environment variables set on top of the host's for the server. Values are never shown (tokens go
-        here); their digest decides whether a running server must be restarted.
+      - Environment variables set on top of the host's for the server. A change restarts a running server.
+      - Put tokens in O(secret_env) instead, not here.
+    type: dict
+    default: {}
+  secret_env:
+    description:
+      - Environment variables whose values are secrets (C(HF_TOKEN), API keys). They are set like O(env), win
+        over it, and their values never appear in results, diffs or logs.
+      - Kept apart from O(env) because Ansible masks every occurrence of a secret value in its output, and a
+        short value such as C(0) would mangle unrelated fields.
     type: dict
     default: {}
   log_path:
@@ -263,6 +271,10 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
 )
 
 
+def server_env(params):
+    return dict(params["env"], **params["secret_env"])
+
+
 def recorded_option(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
 
@@ -281,12 +293,12 @@ def stop(module, instance, state, result):
 
 def start(module, instance, argv, result):
     params = module.params
-    process, offset, start_time = launch(argv, params["env"], params["log_path"])
+    process, offset, start_time = launch(argv, server_env(params), params["log_path"])
     if start_time is None:
         module.fail_json(msg="The server exited at once (code %s); see %s" % (process.poll(), params["log_path"]),
                          **result)
     instance.save({
-        "pid": process.pid, "start_time": start_time, "argv": argv, "env_digest": env_digest(params["env"]),
+        "pid": process.pid, "start_time": start_time, "argv": argv, "env_digest": env_digest(server_env(params)),
         "log_path": params["log_path"], "offset": offset, "started_at": time.time(),
     })
     result.update(pid=process.pid, offset=offset, running=True)
@@ -321,7 +333,8 @@ def main():
             )),
             api_key=dict(type="str", no_log=True),
             extra_args=dict(type="list", elements="str", default=[]),
-            env=dict(type="dict", default={}, no_log=True),
+            env=dict(type="dict", default={}),
+            secret_env=dict(type="dict", default={}, no_log=True),
             log_path=dict(type="path"),
             stop_timeout=dict(type="float", default=30),
             gpu_release_timeout=dict(type="float", default=60),
@@ -359,7 +372,7 @@ def main():
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
 
-    same = ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(params["env"])
+    same = ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(server_env(params))
     must_stop = ours and (params["state"] in ("stopped", "restarted") or not same)
     must_start = wanted and (must_stop or not ours)
     cleans_stale = bool(recorded) and not ours

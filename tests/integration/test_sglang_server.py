@@ -143,9 +143,18 @@ def test_check_mode_predicts_and_does_nothing(server):
     assert status["running"] is False and status["changed"] is False
 
 
-def test_secrets_never_reach_the_output(server, capfd):
-    result = run_module("sglang_server", api_key="k3y-s3cr3t", **dict(server, env=dict(server["env"], HF_TOKEN="t0k3n")))
+def test_secrets_never_reach_the_output(server):
+    result = run_module("sglang_server", api_key="k3y-s3cr3t", secret_env={"HF_TOKEN": "t0k3n-value"}, **server)
     assert result["changed"] is True
     text = repr(result)
-    assert "k3y-s3cr3t" not in text and "t0k3n" not in text
+    assert "k3y-s3cr3t" not in text and "t0k3n-value" not in text
     assert "--api-key" in result["argv"]
+    with open("/proc/%d/environ" % result["pid"], "rb") as handle:
+        assert b"HF_TOKEN=t0k3n-value" in handle.read().split(b"\0")
+
+
+def test_short_environment_values_do_not_mangle_the_result(server):
+    # A value such as "0" under no_log would be masked wherever it occurs: in the offset, in 127.0.0.1.
+    result = run_module("sglang_server", **dict(server, env=dict(server["env"], NCCL_NVLS_ENABLE="0")))
+    assert result["offset"] == 0
+    assert "127.0.0.1" in result["argv"]
