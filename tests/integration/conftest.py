@@ -26,7 +26,8 @@ def run_module(name, check_mode=False, **args):
     )
     completed = subprocess.run(
         [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
-         "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + name, "-a", json.dumps(args)]
+         "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + name]
+        + (["-a", json.dumps(args)] if args else [])
         + (["--check"] if check_mode else []),
         capture_output=True, text=True, env=environ, timeout=300, check=False,
     )

@@ -1,0 +1,140 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import (
+    kernel_module_flavour,
+    parse_cuda_version,
+    parse_query,
+    parse_topology,
+    state_of,
+)
+
+DATA = Path(__file__).resolve().parents[3] / "data"
+
+
+def recorded(command):
+    """What the 2x H200 host printed for a command (tests/data/h200/host.txt, see tests/device/README.md)."""
+    text = (DATA / "h200" / "host.txt").read_text()
+    sections = re.split(r"^\$ sh -c ", text, flags=re.M)
+    for section in sections:
+        if section.startswith(command + "\n"):
+            return section[len(command) + 1:].split("\n[exit ")[0]
+    raise KeyError(command)
+
+
+def test_query_of_the_recorded_h200_host():
+    gpus = parse_query(recorded(
+        "nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,pcie.link.gen.current,pcie.link.gen.max,"
+        "pcie.link.width.current,pcie.link.width.max,persistence_mode,driver_version --format=csv"))
+    assert len(gpus) == 2
+    assert gpus[1] == {
+        "index": 1, "name": "NVIDIA H200", "uuid": "GPU-7c147265-c1dc-22ad-90f4-6ccd06d65014",
+        "compute_capability": "9.0", "memory_total_mib": 143771, "pcie_gen_current": 5, "pcie_gen_max": 5,
+        "pcie_width_current": 16, "pcie_width_max": 16, "persistence_mode": "Enabled",
+        "driver_version": "580.159.04",
+    }
+
+
+def test_query_without_header_or_units():
+    gpus = parse_query("0, NVIDIA RTX PRO 6000 Blackwell Server Edition, GPU-1, 12.0, 97887, 1, 5, 16, 16, "
+                       "Disabled, 580.95.05\n")
+    assert gpus[0]["compute_capability"] == "12.0" and gpus[0]["memory_total_mib"] == 97887
+    assert (gpus[0]["pcie_gen_current"], gpus[0]["pcie_gen_max"]) == (1, 5)
+
+
+def test_not_supported_values_become_null():
+    gpus = parse_query("0, NVIDIA GeForce RTX 5090, GPU-2, 12.0, 32607, [N/A], [N/A], 16, 16, [N/A], 575.51\n")
+    assert gpus[0]["pcie_gen_current"] is None and gpus[0]["persistence_mode"] is None
+
+
+def test_cuda_version_from_the_recorded_table():
+    assert parse_cuda_version(recorded("nvidia-smi")) == "13.0"
+
+
+def test_topology_of_the_recorded_h200_host_with_its_ansi_header():
+    topology = parse_topology(recorded("nvidia-smi topo -m"))
+    assert topology == {"matrix": {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}},
+                        "nvlink_pairs": [[0, 1, 18]], "interconnect": "nvlink"}
+
+
+PCIE_ONLY = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tPIX\tSYS\t0-15\nGPU1\tPIX\t X \tSYS\t0-15\nGPU2\tSYS\tSYS\t X \t16-31\n"
+
+
+def test_pcie_only_topology():
+    topology = parse_topology(PCIE_ONLY)
+    assert topology["interconnect"] == "pcie" and topology["nvlink_pairs"] == []
+    assert topology["matrix"]["GPU2"] == {"GPU0": "SYS", "GPU1": "SYS"}
+
+
+@pytest.mark.parametrize("text,expected", [("", "none"), ("\tGPU0\tCPU Affinity\nGPU0\t X \t0-15\n", "single")])
+def test_no_or_one_gpu(text, expected):
+    assert parse_topology(text)["interconnect"] == expected
+
+
+def test_kernel_module_flavour_from_the_recorded_host():
+    assert kernel_module_flavour(recorded("cat /proc/driver/nvidia/version")) == "open"
+    assert kernel_module_flavour("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22") == (
+        "proprietary")
+    assert kernel_module_flavour(None) is None
+
+
+@pytest.mark.parametrize("rc,output,state", [
+    (0, "0, NVIDIA H200, ...", "ok"),
+    (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+        "NVIDIA driver is installed and running.", "no_driver"),
+    (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95", "driver_mismatch"),
+    (6, "No devices were found", "no_gpu"),
+    (255, "Segmentation fault", "error"),
+])
+def test_states(rc, output, state):
+    assert state_of(rc, output) == state
+
+
+def public(name):
+    """Outputs of other hosts from public reports: tests/data/nvidia_smi/SOURCES.md says where from."""
+    return (DATA / "nvidia_smi" / name).read_text()
+
+
+def test_eight_h100_all_linked_by_nv18_pasted_with_spaces():
+    topology = parse_topology(public("topo-h100-8gpu-nvlink.txt"))
+    assert topology["interconnect"] == "nvlink"
+    assert len(topology["matrix"]) == 8
+    assert topology["nvlink_pairs"] == [[i, j, 18] for i in range(8) for j in range(i + 1, 8)]
+
+
+@pytest.mark.parametrize("name,first_link", [("topo-rtx-4090-8gpu-pcie-sys.txt", "SYS"),
+                                             ("topo-pcie-8gpu-pix-pxb.txt", "PIX")])
+def test_eight_gpu_pcie_only_boxes(name, first_link):
+    topology = parse_topology(public(name))
+    assert topology["interconnect"] == "pcie" and topology["nvlink_pairs"] == []
+    assert sorted(topology["matrix"]) == ["GPU%d" % n for n in range(8)]
+    assert topology["matrix"]["GPU0"]["GPU1"] == first_link
+    assert all(len(peers) == 7 for peers in topology["matrix"].values())  # NIC columns are not GPUs
+
+
+@pytest.mark.parametrize("name,version", [("table-b200-8gpu.txt", "12.9"), ("table-h100-8gpu.txt", "12.7"),
+                                          ("table-rtx-5090.txt", "13.2"),
+                                          ("table-rtx-pro-6000-blackwell-maxq-2gpu.txt", "13.2")])
+def test_cuda_driver_version_of_public_tables(name, version):
+    assert parse_cuda_version(public(name)) == version
+
+
+def test_blackwell_compute_capability_from_a_csv_with_header():
+    gpus = parse_query(public("csv-rtx-pro-6000-blackwell-maxq.txt"))
+    assert gpus == [{"name": "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+                     "compute_capability": "12.0"}] * 2
+
+
+@pytest.mark.parametrize("name,state", [("error-driver-mismatch.txt", "driver_mismatch"),
+                                        ("error-driver-mismatch-570.txt", "driver_mismatch"),
+                                        ("error-no-devices.txt", "no_gpu"), ("error-no-driver.txt", "no_driver")])
+def test_public_failure_messages(name, state):
+    assert state_of(9, public(name)) == state
+
+
+@pytest.mark.parametrize("name,flavour", [("proc-version-open.txt", "open"),
+                                          ("proc-version-proprietary.txt", "proprietary")])
+def test_public_proc_versions(name, flavour):
+    assert kernel_module_flavour(public(name)) == flavour
