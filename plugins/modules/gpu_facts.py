@@ -21,20 +21,18 @@ description:
     C(/proc/driver/nvidia/version)) and the interconnect from C(nvidia-smi topo -m) (NVLink pairs, or PCIe only).
   - Never fails on a host without a GPU, without C(nvidia-smi) or with a broken driver. RV(ansible_facts.gpu.state)
     says which, so that a later check can decide.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.attributes.facts
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 options: {}
 """
 

@@ -28,18 +28,16 @@ description:
   - The command line uses SGLang 0.5.9's full flag names. C(--tp) in SGLang's own examples is an argparse prefix
     of C(--tensor-parallel-size), which this module emits.
   - Hand RV(offset) and RV(pid) to M(blackwell.gpu_node.wait_for_server) to wait for readiness.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The before and after command lines, secrets masked.
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 options:
   state:
     description:

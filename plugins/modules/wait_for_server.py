@@ -30,18 +30,16 @@ description:
   - Each poll reads only the bytes added since the last one, so a log of many GB costs nothing extra. The log
     may not exist yet, may be truncated in place (copytruncate) or replaced (rotation), and may hold partial
     lines, bytes that are not UTF-8 and very long lines.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the module does not wait and returns RV(ready=null).
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: N/A
-    platforms: posix
 options:
   log_path:
     description: The server's log file on the target.
