@@ -118,3 +118,49 @@ def kernel_module_flavour(proc_version):
     if not proc_version:
         return None
     return "open" if "Open Kernel Module" in proc_version else "proprietary"
+
+
+def kernel_module_version(proc_version):
+    """The loaded kernel module's version, from /proc/driver/nvidia/version; None when not loaded."""
+    match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)\s", proc_version or "")
+    return match.group(1) if match else None
+
+
+QUERY_ARGV = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
+TOPOLOGY_ARGV = ("topo", "-m")
+MODINFO_ARGV = ("-F", "version", "nvidia")
+
+
+def gather(nvidia_smi, modinfo, run, proc_version):
+    """The gpu facts of a host.
+
+    nvidia_smi, modinfo: paths of the commands, None where missing; run(argv) -> (rc, stdout, stderr);
+    proc_version: the text of /proc/driver/nvidia/version, None when absent.
+    """
+    facts = dict(state="no_nvidia_smi", message="", count=0, gpus=[], driver_version=None, cuda_driver_version=None,
+                 kernel_module=kernel_module_flavour(proc_version),
+                 kernel_module_version=kernel_module_version(proc_version),
+                 kernel_module_installed_version=None, interconnect="none", nvlink_pairs=[], topology={})
+    if modinfo is not None:
+        rc, out, _err = run([modinfo] + list(MODINFO_ARGV))
+        if rc == 0 and out.strip():
+            facts["kernel_module_installed_version"] = out.strip()
+    if nvidia_smi is None:
+        facts["message"] = "nvidia-smi is not installed (no NVIDIA driver user space on this host)"
+        return facts
+    rc, out, err = run([nvidia_smi] + list(QUERY_ARGV))
+    facts["state"] = state_of(rc, out + err)
+    if facts["state"] != "ok":
+        facts["message"] = (out + err).strip()
+        return facts
+    facts["gpus"] = parse_query(out)
+    facts["count"] = len(facts["gpus"])
+    if facts["gpus"]:
+        facts["driver_version"] = facts["gpus"][0]["driver_version"]
+    _rc, table, _err = run([nvidia_smi])
+    facts["cuda_driver_version"] = parse_cuda_version(table)
+    rc, topo, _err = run([nvidia_smi] + list(TOPOLOGY_ARGV))
+    topology = parse_topology(topo if rc == 0 else "")
+    facts.update(interconnect=topology["interconnect"], nvlink_pairs=topology["nvlink_pairs"],
+                 topology=topology["matrix"])
+    return facts

@@ -97,6 +97,18 @@ ansible_facts:
         kernel_module:
           description: V(open), V(proprietary), or null when no NVIDIA kernel module is loaded.
           type: str
+        kernel_module_version:
+          description: Version of the loaded NVIDIA kernel module, from C(/proc/driver/nvidia/version); null when none is loaded.
+          type: str
+          sample: 580.159.04
+        kernel_module_installed_version:
+          description:
+            - Version of the NVIDIA kernel module installed for the running kernel (C(modinfo -F version nvidia));
+              null when none is installed or C(modinfo) is missing.
+            - When it differs from RV(ansible_facts.gpu.kernel_module_version), or a module is installed but none
+              is loaded, the driver was updated and the host needs a reboot.
+          type: str
+          sample: 580.159.04
         interconnect:
           description: V(nvlink), V(pcie), V(single) (one GPU) or V(none).
           type: str
@@ -111,14 +123,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import (
-    QUERY_FIELDS,
-    kernel_module_flavour,
-    parse_cuda_version,
-    parse_query,
-    parse_topology,
-    state_of,
-)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 
@@ -131,36 +136,11 @@ def read_proc_version():
         return None
 
 
-def gather(module):
-    facts = dict(state="no_nvidia_smi", message="", count=0, gpus=[], driver_version=None, cuda_driver_version=None,
-                 kernel_module=kernel_module_flavour(read_proc_version()), interconnect="none", nvlink_pairs=[],
-                 topology={})
-    nvidia_smi = module.get_bin_path("nvidia-smi")
-    if nvidia_smi is None:
-        facts["message"] = "nvidia-smi is not installed (no NVIDIA driver user space on this host)"
-        return facts
-    rc, out, err = module.run_command([nvidia_smi, "--query-gpu=" + ",".join(QUERY_FIELDS),
-                                       "--format=csv,noheader,nounits"])
-    facts["state"] = state_of(rc, out + err)
-    if facts["state"] != "ok":
-        facts["message"] = (out + err).strip()
-        return facts
-    facts["gpus"] = parse_query(out)
-    facts["count"] = len(facts["gpus"])
-    if facts["gpus"]:
-        facts["driver_version"] = facts["gpus"][0]["driver_version"]
-    rc, table, err = module.run_command([nvidia_smi])
-    facts["cuda_driver_version"] = parse_cuda_version(table)
-    rc, topo, err = module.run_command([nvidia_smi, "topo", "-m"])
-    topology = parse_topology(topo) if rc == 0 else parse_topology("")
-    facts.update(interconnect=topology["interconnect"], nvlink_pairs=topology["nvlink_pairs"],
-                 topology=topology["matrix"])
-    return facts
-
-
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.exit_json(changed=False, ansible_facts=dict(gpu=gather(module)))
+    facts = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"]),
+                   module.run_command, read_proc_version())
+    module.exit_json(changed=False, ansible_facts=dict(gpu=facts))
 
 
 if __name__ == "__main__":

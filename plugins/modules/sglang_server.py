@@ -243,6 +243,13 @@ gpu_released:
   description: True once nvidia-smi lists none of the stopped pids; false at timeout; null without nvidia-smi.
   returned: when stopped
   type: bool
+port_state:
+  description:
+    - Whether O(host):O(port) can be bound (V(free)), is held by this instance's running server (V(ours)),
+      or by another process (V(in_use)).
+  returned: when O(state=status)
+  type: str
+  sample: free
 killed_gpu_holders:
   description: Other processes killed with O(kill_gpu_holders), pid to the device files they held.
   returned: when O(kill_gpu_holders=true)
@@ -357,14 +364,18 @@ def main():
         else:
             result["stale_pid"] = recorded["pid"]
 
+    holds_port = ours and recorded_option(recorded["argv"], "--port") == str(params["port"])
     if params["state"] == "status":
+        if holds_port:
+            result["port_state"] = "ours"
+        else:
+            result["port_state"] = "free" if port_is_free(params["host"], params["port"]) else "in_use"
         module.exit_json(**result)
 
     wanted = params["state"] in ("started", "restarted")
     argv = build_argv(params) if wanted else None
     if wanted:
         problems = check_options(params)
-        holds_port = ours and recorded_option(recorded["argv"], "--port") == str(params["port"])
         if not holds_port and 1 <= params["port"] <= 65535 and not port_is_free(params["host"], params["port"]):
             problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
         if problems:

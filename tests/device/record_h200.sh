@@ -4,13 +4,9 @@ set -uo pipefail
 out=${1:?usage: record_h200.sh OUTPUT_DIR}
 mkdir -p "$out"
 checkout=$(pwd)
-export LC_ALL=C.UTF-8 ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-mkdir -p /tmp/collections/ansible_collections/blackwell
-ln -sfn "$checkout" /tmp/collections/ansible_collections/blackwell/gpu_node
-export ANSIBLE_COLLECTIONS_PATH=/tmp/collections
+# shellcheck source=tests/device/ansible_from_wheels.sh
+. tests/device/ansible_from_wheels.sh
 
 # At most 8 files come back: one for nvidia-smi -q, one for the rest of what the host says.
 record() { local file=$1; shift; { echo "\$ $*"; "$@"; echo "[exit $?]"; echo; } >>"$out/$file" 2>&1; }

@@ -134,6 +134,25 @@ def test_port_held_by_someone_else_is_refused(server):
         server["port"])
 
 
+def test_status_tells_whose_port_it_is(server):
+    import socket
+
+    def port_state():
+        return run_module("sglang_server", state="status", state_dir=server["state_dir"],
+                          port=server["port"])["port_state"]
+
+    assert port_state() == "free"
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", server["port"]))
+        other.listen()
+        assert port_state() == "in_use"
+    launched = run_module("sglang_server", **server)
+    ready = run_module("wait_for_server", log_path=server["log_path"], offset=launched["offset"], pid=launched["pid"],
+                       health_url="http://127.0.0.1:%d/health" % server["port"], timeout=60)
+    assert ready["ready"] is True, ready.get("msg")
+    assert port_state() == "ours"
+
+
 def test_check_mode_predicts_and_does_nothing(server):
     predicted = run_module("sglang_server", check_mode=True, **server)
     assert predicted["changed"] is True and predicted["running"] is False

@@ -1,10 +1,13 @@
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import (
+    gather,
     kernel_module_flavour,
+    kernel_module_version,
     parse_cuda_version,
     parse_query,
     parse_topology,
@@ -138,3 +141,59 @@ def test_public_failure_messages(name, state):
                                           ("proc-version-proprietary.txt", "proprietary")])
 def test_public_proc_versions(name, flavour):
     assert kernel_module_flavour(public(name)) == flavour
+
+
+def replay(recording):
+    """A run() that answers with what the host answered to the same command."""
+    answers = dict((tuple(call["argv"]), (call["rc"], call["stdout"], call["stderr"])) for call in recording["commands"])
+
+    def run(argv):
+        return answers[tuple([argv[0].rsplit("/", 1)[-1]] + argv[1:])]
+    return run
+
+
+def test_the_recorded_h200_host_gives_what_the_module_returned_there():
+    """tests/device/record_preflight.sh recorded every command gpu_facts ran on the 2x H200 host and what the
+    module returned there through Ansible; replaying the commands must give the same facts."""
+    recording = json.loads((DATA / "h200" / "gpu_facts_core.json").read_text())
+    module = json.loads((DATA / "h200" / "gpu_facts_module.json").read_text())["ansible_facts"]["gpu"]
+    modinfo = "/sbin/modinfo" if recording["modinfo"] else None
+    facts = gather("/usr/bin/nvidia-smi", modinfo, replay(recording), recording["proc_version"])
+    assert facts == module
+    assert (facts["state"], facts["count"], facts["interconnect"], facts["nvlink_pairs"]) == ("ok", 2, "nvlink",
+                                                                                              [[0, 1, 18]])
+    assert (facts["kernel_module"], facts["kernel_module_version"]) == ("open", "580.159.04")
+    assert facts["topology"] == {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}
+    assert [gpu["uuid"] for gpu in facts["gpus"]] == [
+        "GPU-89c6188f-b1de-472e-7958-1686cf755eb6", "GPU-b0d7e414-3bdc-0d8e-0902-302fc086fdf4"]
+
+
+def test_gather_without_nvidia_smi_still_reads_the_kernel_module():
+    facts = gather(None, "/sbin/modinfo", lambda argv: (0, "580.95.05\n", ""),
+                   "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build")
+    assert facts["state"] == "no_nvidia_smi" and facts["count"] == 0
+    assert (facts["kernel_module_version"], facts["kernel_module_installed_version"]) == ("580.95.05", "580.95.05")
+
+
+@pytest.mark.parametrize("state,rc,said", [("no_driver", 9, "NVIDIA-SMI has failed because it couldn't communicate "
+                                                            "with the NVIDIA driver."),
+                                           ("driver_mismatch", 18, "Failed to initialize NVML: Driver/library version "
+                                                                   "mismatch")])
+def test_gather_on_a_broken_driver_stops_after_the_query(state, rc, said):
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return (1, "", "modinfo: ERROR: Module nvidia not found.\n") if argv[0].endswith("modinfo") else (rc, said, "")
+    facts = gather("/usr/bin/nvidia-smi", "/sbin/modinfo", run, None)
+    assert (facts["state"], facts["message"], facts["kernel_module_installed_version"]) == (state, said, None)
+    assert len(asked) == 2
+
+
+@pytest.mark.parametrize("text,version", [
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)", "580.159.04"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  384.98  Thu Oct 26 15:16:01 PDT 2017", "384.98"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build", "580.95.05"),
+    (None, None)])
+def test_kernel_module_version(text, version):
+    assert kernel_module_version(text) == version

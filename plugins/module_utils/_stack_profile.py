@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stack profiles: the versions that travel together (CUDA toolkit, driver branch, Python stack).
+
+The profiles themselves are data (roles/stack/defaults/main.yml, and the user's own in inventory);
+this checks that the chosen one is complete, so that every role reads the same, valid answer.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# Every field a role reads, with a test and what it must be.
+FIELDS = (
+    ("description", lambda value: isinstance(value, str) and value != "", "a non-empty string"),
+    ("operating_systems", lambda value: _strings(value) and all(re.match(r"^[a-z]+\d+$", os_id) for os_id in value),
+     "a non-empty list of OS ids like debian12, ubuntu2404"),
+    ("architectures", lambda value: _strings(value) and set(value) <= {"x86_64", "aarch64"},
+     "a non-empty list among x86_64, aarch64"),
+    ("cuda.version", lambda value: _version(value, 3), "a CUDA release like 13.0.1"),
+    ("cuda.series", lambda value: _version(value, 2), "major.minor like 13.0"),
+    ("cuda.apt_package", lambda value: isinstance(value, str) and re.match(r"^[a-z0-9][a-z0-9.+-]+$", value),
+     "a Debian package name like cuda-toolkit-13-0"),
+    ("cuda.apt_version", lambda value: isinstance(value, str) and re.match(r"^\d[\w.+~:-]*$", value),
+     "a Debian version like 13.0.1-1"),
+    ("cuda.home", lambda value: isinstance(value, str) and value.startswith("/"), "an absolute path"),
+    ("cuda.driver_branch_min", lambda value: isinstance(value, int) and not isinstance(value, bool) and value > 0,
+     "the oldest driver branch, an integer like 580"),
+)
+
+
+class StackProfileError(ValueError):
+    pass
+
+
+def _strings(value):
+    return isinstance(value, list) and value != [] and all(isinstance(item, str) for item in value)
+
+
+def _version(value, parts):
+    return isinstance(value, str) and re.match(r"^\d+(\.\d+){%d}$" % (parts - 1), value) is not None
+
+
+def _lookup(profile, dotted):
+    value = profile
+    for key in dotted.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return False, None
+        value = value[key]
+    return True, value
+
+
+def _merge(base, override):
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            value = _merge(merged[key], value)
+        merged[key] = value
+    return merged
+
+
+def resolve(name, profiles, custom=None):
+    """The profile called name, with custom's fields laid over the shipped ones; every problem at once."""
+    custom = custom or {}
+    if not isinstance(custom, dict) or not all(isinstance(value, dict) for value in custom.values()):
+        raise StackProfileError("stack_profiles_custom must map profile names to profiles (mappings); fix "
+                                "stack_profiles_custom in inventory.")
+    known = sorted(set(profiles) | set(custom))
+    if name not in known:
+        raise StackProfileError("stack_profile=%s is not a known profile; known: %s. Set stack_profile to one of "
+                                "them, or define it under stack_profiles_custom." % (name, ", ".join(known)))
+    profile = _merge(profiles.get(name, {}), custom.get(name, {}))
+    problems = []
+    for field, valid, expected in FIELDS:
+        present, value = _lookup(profile, field)
+        if not present:
+            problems.append("%s is missing (it must be %s)" % (field, expected))
+        elif not valid(value):
+            problems.append("%s=%r is not %s" % (field, value, expected))
+    if problems:
+        origin = "stack_profiles_custom.%s" % name if name in custom else "stack_profiles.%s" % name
+        raise StackProfileError("Stack profile %s is incomplete; fix %s:\n- %s" % (name, origin, "\n- ".join(problems)))
+    return dict(profile, name=name)

@@ -1,0 +1,278 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import parse_query
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import (
+    GIB,
+    evaluate,
+    family_of,
+    os_id,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+
+ROOT = Path(__file__).resolve().parents[4]
+PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
+CU130 = resolve("cu130", PROFILES)
+DEFAULTS = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
+SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
+
+# The reference box: 8x RTX PRO 6000 Blackwell (compute capability 12.0) on PCIe, open kernel module.
+RTX_PRO_6000 = dict(index=0, name="NVIDIA RTX PRO 6000 Blackwell Server Edition", uuid="GPU-x",
+                    compute_capability="12.0", memory_total_mib=97887, driver_version="580.95.05")
+REFERENCE_GPU = dict(state="ok", message="", count=8, driver_version="580.95.05", cuda_driver_version="13.0",
+                     kernel_module="open", kernel_module_version="580.95.05",
+                     kernel_module_installed_version="580.95.05", interconnect="pcie", nvlink_pairs=[],
+                     gpus=[dict(RTX_PRO_6000, index=n) for n in range(8)])
+NO_NVIDIA_SMI = dict(state="no_nvidia_smi", message="nvidia-smi is not installed", count=0, gpus=[],
+                     driver_version=None, kernel_module=None, kernel_module_version=None,
+                     kernel_module_installed_version=None)
+
+
+def observed(**changes):
+    base = dict(distribution="Ubuntu", distribution_version="24.04", architecture="x86_64", gpu=REFERENCE_GPU,
+                reboot_required=False, reboot_required_packages=[], model={}, disk={}, port_state="free",
+                host="gpu01", peers=[dict(host="gpu01", nnodes=1, node_rank=0, dist_init_addr=None)])
+    base.update(changes)
+    return base
+
+
+def settings(**changes):
+    return dict(copy.deepcopy(SETTINGS), **changes)
+
+
+def test_reference_box_passes_and_says_what_was_checked():
+    report = evaluate(settings(expected_gpu_family="blackwell", expected_compute_capability="12.0",
+                               expected_gpu_count=8, tensor_parallel_size=8), CU130, observed())
+    assert report["ok"] is True and report["problems"] == [] and report["notes"] == []
+    assert report["checked"][:2] == ["GPUs required (preflight_gpus_required: true)",
+                                     "ubuntu2404 on x86_64 is supported by stack profile cu130"]
+    assert "driver 580.95.05 (branch 580 >= 580 for CUDA 13.0)" in report["checked"]
+    assert "tp 8 x pp 1 over 1 node(s) fits 8 GPU(s)" in report["checked"]
+
+
+@pytest.mark.parametrize("capability,family", [("12.0", "blackwell"), ("10.0", "blackwell"), ("9.0", "hopper"),
+                                               ("8.9", "ada"), ("8.6", "ampere"), ("8.0", "ampere"), ("7.5", "turing"),
+                                               ("6.1", None), (None, None)])
+def test_families(capability, family):
+    assert family_of(capability) == family
+
+
+@pytest.mark.parametrize("distribution,version,expected", [("Ubuntu", "24.04", "ubuntu2404"),
+                                                           ("Ubuntu", "22.04", "ubuntu2204"),
+                                                           ("Debian", "12.8", "debian12"), ("Debian", "12", "debian12"),
+                                                           ("Rocky", "9.4", "rocky9")])
+def test_os_ids_are_nvidia_repository_names(distribution, version, expected):
+    assert os_id(distribution, version) == expected
+
+
+def test_unsupported_os_names_the_profile_fields_and_the_variable():
+    report = evaluate(settings(), CU130, observed(distribution="Ubuntu", distribution_version="20.04"))
+    assert report["problems"] == [
+        "This host runs ubuntu2004 on x86_64, but stack profile cu130 supports debian12, ubuntu2204, ubuntu2404 on "
+        "x86_64, aarch64 (stack_profiles.cu130.operating_systems and .architectures): use a supported host, or "
+        "another stack_profile."]
+
+
+def test_old_driver_branch_is_refused_for_cuda_13_but_not_for_12_8():
+    gpu = dict(REFERENCE_GPU, driver_version="570.133.20")
+    report = evaluate(settings(), CU130, observed(gpu=gpu))
+    assert report["problems"] == [
+        "Driver 570.133.20 is older than branch 580, which CUDA 13.0 of stack profile cu130 needs: install driver "
+        "branch 580 or newer (role blackwell.gpu_node.cuda with cuda_driver_install: true) and reboot, or choose an "
+        "older stack_profile."]
+    assert evaluate(settings(), resolve("cu128", PROFILES), observed(gpu=gpu))["ok"] is True
+
+
+def test_blackwell_on_the_proprietary_module_is_refused():
+    report = evaluate(settings(), CU130, observed(gpu=dict(REFERENCE_GPU, kernel_module="proprietary")))
+    assert len(report["problems"]) == 1 and "need NVIDIA's open kernel modules" in report["problems"][0]
+
+
+def test_wrong_family_names_each_gpu():
+    h200 = dict(RTX_PRO_6000, index=1, name="NVIDIA H200", compute_capability="9.0")
+    gpu = dict(REFERENCE_GPU, gpus=[dict(RTX_PRO_6000, index=0), h200], count=2)
+    report = evaluate(settings(expected_gpu_family="blackwell", expected_compute_capability="12.0"), CU130,
+                      observed(gpu=gpu))
+    assert report["problems"] == [
+        "preflight_expected_gpu_family=blackwell, but GPU1 is NVIDIA H200 (compute capability 9.0, hopper): fix "
+        "preflight_expected_gpu_family in the inventory, or run against the right hosts.",
+        "preflight_expected_compute_capability=12.0, but GPU1 has 9.0: fix preflight_expected_compute_capability in "
+        "the inventory, or run against the right hosts."]
+
+
+def test_unknown_family_lists_the_known_ones():
+    report = evaluate(settings(expected_gpu_family="rubin"), CU130, observed())
+    assert report["problems"] == ["preflight_expected_gpu_family=rubin is not a GPU family; choose among blackwell, "
+                                  "hopper, ada, ampere, turing, volta."]
+
+
+def test_gpu_count_and_parallel_sizes():
+    gpu = dict(REFERENCE_GPU, gpus=REFERENCE_GPU["gpus"][:7], count=7)
+    report = evaluate(settings(expected_gpu_count=8, tensor_parallel_size=8), CU130, observed(gpu=gpu))
+    assert report["problems"] == [
+        "preflight_expected_gpu_count=8, but the driver sees 7 GPU(s): fix preflight_expected_gpu_count, or find out "
+        "which GPU is missing (nvidia-smi -L, dmesg | grep -i nvrm).",
+        "preflight_tensor_parallel_size=8 x preflight_pipeline_parallel_size=1 over preflight_nnodes=1 needs 8 GPU(s) "
+        "per node, but this host has 7: lower the parallel sizes or add nodes."]
+
+
+def test_parallel_sizes_split_over_nodes():
+    peers = [dict(host="gpu0%d" % n, nnodes=2, node_rank=n, dist_init_addr="10.0.0.1:5000") for n in range(2)]
+    two_nodes = settings(tensor_parallel_size=16, nnodes=2, node_rank=0, dist_init_addr="10.0.0.1:5000")
+    report = evaluate(two_nodes, CU130, observed(peers=peers))
+    assert report["ok"] is True, report["problems"]
+    assert "node 0 of 2, joined at 10.0.0.1:5000" in report["checked"]
+    uneven = evaluate(dict(two_nodes, tensor_parallel_size=3), CU130, observed(peers=peers))
+    assert uneven["problems"] == [
+        "preflight_tensor_parallel_size=3 x preflight_pipeline_parallel_size=1 does not split evenly over "
+        "preflight_nnodes=2: each node runs the same number of ranks."]
+
+
+def test_inconsistent_nodes_of_one_server():
+    address = "10.0.0.1:5000"
+    peers = [dict(host="gpu01", nnodes=2, node_rank=0, dist_init_addr=address),
+             dict(host="gpu02", nnodes=3, node_rank=0, dist_init_addr=address),
+             dict(host="gpu03", nnodes=2, node_rank=1, dist_init_addr=address),
+             dict(host="other", nnodes=2, node_rank=0, dist_init_addr="10.0.0.9:5000")]
+    report = evaluate(settings(nnodes=2, node_rank=0, dist_init_addr=address, tensor_parallel_size=2), CU130,
+                      observed(peers=peers))
+    assert report["problems"] == [
+        "preflight_nnodes differs among the nodes of 10.0.0.1:5000: gpu01 has 2, gpu02 says 3. Give them one value.",
+        "Nodes of 10.0.0.1:5000 share a preflight_node_rank (0: gpu01, gpu02): each node needs its own.",
+        "preflight_nnodes=2, but 3 host(s) in this play use preflight_dist_init_addr=10.0.0.1:5000 (gpu01, gpu02, "
+        "gpu03): run the play against every node of the server, or fix preflight_nnodes."]
+
+
+def test_multi_node_needs_an_address_and_a_rank_in_range():
+    report = evaluate(settings(nnodes=2, node_rank=2, tensor_parallel_size=2), CU130, observed())
+    assert report["problems"] == [
+        "preflight_node_rank=2 is outside 0..1 (preflight_nnodes=2).",
+        "preflight_nnodes=2 but preflight_dist_init_addr is not set: give every node of the server the first node's "
+        "address and a free port, like 10.0.0.1:5000."]
+
+
+@pytest.mark.parametrize("model,problem", [
+    ({"exists": False}, "preflight_model_path=/shared/kimi does not exist on this host"),
+    ({"exists": True, "is_dir": True, "config_json": False}, "preflight_model_path=/shared/kimi has no config.json"),
+    ({"exists": True, "is_dir": True, "config_json": True}, None),
+])
+def test_model_directory(model, problem):
+    report = evaluate(settings(model_path="/shared/kimi"), CU130, observed(model=model))
+    if problem is None:
+        assert report["ok"] and "model /shared/kimi has config.json" in report["checked"]
+    else:
+        assert len(report["problems"]) == 1 and report["problems"][0].startswith(problem)
+
+
+def test_hub_ids_are_not_looked_for_on_disk():
+    report = evaluate(settings(model_path="moonshotai/Kimi-K2", model_is_hub_id=True), CU130, observed())
+    assert report["ok"] is True
+
+
+def test_free_disk_for_a_new_virtualenv():
+    small = {"venv_exists": False, "directory": "/home/sglang", "mount": "/home", "free_bytes": 5 * GIB}
+    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=small))
+    assert report["problems"] == [
+        "/home has 5.0 GiB free for the virtualenv /home/sglang/ml-env, less than preflight_venv_min_free_gib=30: "
+        "free space there, or choose another preflight_venv_path."]
+    existing = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=dict(small, venv_exists=True)))
+    assert existing["ok"] is True
+    assert "virtualenv /home/sglang/ml-env exists; its disk was not checked" in existing["checked"]
+    roomy = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=dict(small, free_bytes=31 * GIB)))
+    assert "31.0 GiB free on /home for the virtualenv" in roomy["checked"]
+
+
+@pytest.mark.parametrize("state,ok", [("free", True), ("ours", True), ("in_use", False)])
+def test_port(state, ok):
+    report = evaluate(settings(), CU130, observed(port_state=state))
+    assert report["ok"] is ok
+    if not ok:
+        assert report["problems"][0].startswith("preflight_port 127.0.0.1:30000 is in use by another process")
+
+
+def test_container_without_gpus_passes_when_gpus_are_not_required_and_says_so():
+    report = evaluate(settings(gpus_required=False, expected_gpu_family="blackwell"), CU130,
+                      observed(gpu=NO_NVIDIA_SMI, distribution="Debian", distribution_version="12.8"))
+    assert report["ok"] is True
+    assert report["checked"][0] == "GPUs not required (preflight_gpus_required: false)"
+    assert report["notes"] == ["GPUs are not required (preflight_gpus_required: false): no GPU was checked "
+                               "(gpu_facts state no_nvidia_smi)."]
+
+
+@pytest.mark.parametrize("state,fix", [("no_nvidia_smi", "Install the NVIDIA driver"), ("no_driver", "reboot"),
+                                       ("driver_mismatch", "reboot"), ("no_gpu", "lspci")])
+def test_gpus_required_but_unusable(state, fix):
+    report = evaluate(settings(), CU130, observed(gpu=dict(NO_NVIDIA_SMI, state=state, message="said")))
+    problem = [p for p in report["problems"] if p.startswith("GPUs are required")]
+    assert problem and ("gpu_facts says %s: said." % state) in problem[0] and fix in problem[0]
+
+
+def test_driver_updated_but_not_loaded_is_a_pending_reboot():
+    gpu = dict(REFERENCE_GPU, kernel_module_installed_version="580.105.08")
+    report = evaluate(settings(), CU130, observed(gpu=gpu))
+    assert report["problems"] == ["A reboot is pending: NVIDIA kernel module 580.105.08 is installed but 580.95.05 "
+                                  "is loaded. Reboot the host, then run again."]
+    not_loaded = dict(NO_NVIDIA_SMI, state="no_driver", kernel_module_installed_version="580.95.05")
+    report = evaluate(settings(gpus_required=False), CU130, observed(gpu=not_loaded))
+    assert report["ok"] is True
+    assert "A reboot is pending: NVIDIA kernel module 580.95.05 is installed but not loaded." in report["notes"]
+
+
+def test_reboot_required_file():
+    nvidia = evaluate(settings(), CU130, observed(reboot_required=True, reboot_required_packages=["nvidia-open-580"]))
+    assert nvidia["problems"] == ["A reboot is pending: /var/run/reboot-required names nvidia-open-580. Reboot the "
+                                  "host, then run again."]
+    kernel = evaluate(settings(), CU130, observed(reboot_required=True, reboot_required_packages=["linux-base"]))
+    assert kernel["ok"] is True
+    assert kernel["notes"] == ["/var/run/reboot-required is present (linux-base): reboot when convenient."]
+
+
+def test_every_problem_at_once():
+    report = evaluate(settings(expected_gpu_family="hopper", model_path="/nope", tensor_parallel_size=16), CU130,
+                      observed(port_state="in_use", distribution="Ubuntu", distribution_version="20.04"))
+    assert len(report["problems"]) == 5
+
+
+def test_public_blackwell_csv_is_a_blackwell_family():
+    gpus = parse_query((ROOT / "tests" / "data" / "nvidia_smi" / "csv-rtx-pro-6000-blackwell-maxq.txt").read_text())
+    assert set(family_of(gpu["compute_capability"]) for gpu in gpus) == {"blackwell"}
+
+
+def test_the_recorded_h200_host_passes_as_hopper_and_is_refused_as_blackwell():
+    """The 2x H200 host's gpu_facts, as the module returned them there (tests/device/record_preflight.sh); the
+    refusal must be the one the role printed there (tests/data/h200/preflight.txt)."""
+    import json
+    h200 = json.loads((ROOT / "tests" / "data" / "h200" / "gpu_facts_module.json").read_text())["ansible_facts"]["gpu"]
+    printed = (ROOT / "tests" / "data" / "h200" / "preflight.txt").read_text()
+    host = observed(gpu=h200)
+    hopper = evaluate(settings(expected_gpu_family="hopper", expected_compute_capability="9.0", expected_gpu_count=2,
+                               tensor_parallel_size=2), CU130, host)
+    assert hopper["ok"] is True
+    assert "2 GPU(s): NVIDIA H200, compute capability 9.0" in hopper["checked"]
+    blackwell = evaluate(settings(expected_gpu_family="blackwell", expected_compute_capability="12.0",
+                                  expected_gpu_count=8, tensor_parallel_size=8), CU130, host)
+    assert len(blackwell["problems"]) == 4
+    for number, problem in enumerate(blackwell["problems"], 1):
+        assert "(%d) %s" % (number, problem) in printed
+    assert blackwell["problems"][0].startswith("preflight_expected_gpu_family=blackwell, but GPU0 is NVIDIA H200 "
+                                               "(compute capability 9.0, hopper); GPU1 is NVIDIA H200")
+
+
+def test_free_space_probe_measures_the_nearest_existing_ancestor(tmp_path):
+    import json
+    import subprocess
+    import sys
+    probe = ROOT / "roles" / "preflight" / "files" / "free_space.py"
+
+    def measure(path):
+        return json.loads(subprocess.run([sys.executable, str(probe), str(path)], capture_output=True, text=True,
+                                         check=True).stdout)
+    new = measure(tmp_path / "not" / "yet" / "ml-env")
+    assert new["venv_exists"] is False and new["directory"] == str(tmp_path) and new["free_bytes"] > 0
+    assert str(tmp_path).startswith(new["mount"])
+    (tmp_path / "ml-env").mkdir()
+    (tmp_path / "ml-env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert measure(tmp_path / "ml-env")["venv_exists"] is True
