@@ -75,16 +75,19 @@ installed: toolchain
 engine:
 	tests/fixtures/docker-engine.sh
 
-# The scenarios name their images through these variables (the tags are content digests).
-IMAGES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
+# The scenarios name their images and fixture repositories through these variables (each is
+# built once and named by a digest of what it is built from).
+FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
 	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
-	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_IMAGE_CPYTHON
+	BLACKWELL_CUDA_REPO=$$(tests/fixtures/cuda_apt_repo/build.sh); \
+	BLACKWELL_STACK_INDEX=$$(tests/fixtures/stack_index/build.sh); \
+	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_IMAGE_CPYTHON BLACKWELL_CUDA_REPO BLACKWELL_STACK_INDEX
 
 molecule: toolchain engine
-	$(IMAGES); molecule test --all
+	$(FIXTURES); molecule test --all
 
 demo: toolchain engine
-	$(IMAGES); tests/demo.sh
+	$(FIXTURES); tests/demo.sh
 
 # Benchmarks print their numbers side by side with the alternative; not part of `make test`.
 bench-wait: toolchain

@@ -10,6 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import (
     StackProfileError,
+    os_id,
     resolve,
 )
 
@@ -23,4 +24,4 @@ def stack_profile(name, profiles, custom=None):
 
 class FilterModule(object):
     def filters(self):
-        return {"stack_profile": stack_profile}
+        return {"stack_profile": stack_profile, "os_id": os_id}

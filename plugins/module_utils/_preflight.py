@@ -12,6 +12,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id
+
 # Compute capability -> GPU family, as NVIDIA numbers them.
 FAMILIES = (
     ("blackwell", re.compile(r"^1[0-2]\.")),
@@ -40,14 +42,6 @@ def family_of(compute_capability):
         if pattern.match(compute_capability or ""):
             return name
     return None
-
-
-def os_id(distribution, version):
-    """debian12, ubuntu2404, ...: the ids NVIDIA's repositories and the stack profiles use."""
-    distribution = (distribution or "").lower()
-    if distribution == "ubuntu":
-        return "ubuntu" + (version or "").replace(".", "")
-    return distribution + (version or "").split(".")[0]
 
 
 def driver_branch(driver_version):

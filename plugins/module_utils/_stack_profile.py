@@ -32,6 +32,15 @@ FIELDS = (
 )
 
 
+def os_id(distribution, version):
+    """debian12, ubuntu2404, ...: the OS ids of NVIDIA's repositories and of the profiles, from Ansible's
+    distribution and distribution_version facts."""
+    distribution = (distribution or "").lower()
+    if distribution == "ubuntu":
+        return "ubuntu" + (version or "").replace(".", "")
+    return distribution + (version or "").split(".")[0]
+
+
 class StackProfileError(ValueError):
     pass
 

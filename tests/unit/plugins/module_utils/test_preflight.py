@@ -9,9 +9,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight impo
     GIB,
     evaluate,
     family_of,
-    os_id,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id, resolve
 
 ROOT = Path(__file__).resolve().parents[4]
 PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]

@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: cuda_linker_entries
+short_description: Find, and disable, dynamic linker entries for another CUDA major version
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - Reads every C(*.conf) file in O(conf_dir) and finds the directories that belong to a CUDA installation of
+    another major version than O(major), following links (C(/usr/local/cuda) pointing at C(cuda-12.8) counts
+    as 12). Such entries make programs load C(libcudart.so.12) or C(libnvrtc.so.12) on a CUDA 13 host.
+  - With O(stale=disable), a file made only of such entries is renamed with O(suffix), so that C(ldconfig)
+    no longer reads it and the original can be restored by renaming it back. A file that mixes them with
+    other entries is reported and never edited.
+  - Run C(ldconfig) afterwards when RV(changed) is true.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details: The C(*.conf) files before and after.
+  platform:
+    support: full
+    platforms: debian
+options:
+  major:
+    description: The CUDA major version the linker should see, for example V(13).
+    type: int
+    required: true
+  conf_dir:
+    description: Directory of the dynamic linker's configuration files.
+    type: path
+    default: /etc/ld.so.conf.d
+  stale:
+    description: V(disable) renames files made only of stale entries; V(report) only lists them.
+    type: str
+    choices: [disable, report]
+    default: disable
+  suffix:
+    description: Appended to the name of a disabled file.
+    type: str
+    default: .disabled-by-blackwell-gpu-node
+"""
+
+EXAMPLES = r"""
+- name: Ensure the linker sees no CUDA 12 directory
+  blackwell.gpu_node.cuda_linker_entries:
+    major: 13
+  register: linker
+
+- name: Refresh the linker cache when a file was disabled
+  ansible.builtin.command: ldconfig
+  when: linker is changed
+"""
+
+RETURN = r"""
+stale_entries:
+  description: Every entry of another CUDA major version, with its file.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"file": "/etc/ld.so.conf.d/987_cuda-12.conf", "entry": "/usr/local/cuda-12/targets/x86_64-linux/lib", "major": 12}]
+disabled:
+  description: Files renamed (or, in check mode, that would be), each C(from) and C(to).
+  returned: always
+  type: list
+  elements: dict
+mixed_files:
+  description: Files with stale entries among others, left as they are; edit them by hand.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import classify
+
+
+def read_conf_files(conf_dir):
+    files = {}
+    for name in sorted(os.listdir(conf_dir)):
+        path = os.path.join(conf_dir, name)
+        if name.endswith(".conf") and os.path.isfile(path):
+            with open(path) as handle:
+                files[path] = handle.read()
+    return files
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            major=dict(type="int", required=True),
+            conf_dir=dict(type="path", default="/etc/ld.so.conf.d"),
+            stale=dict(type="str", choices=["disable", "report"], default="disable"),
+            suffix=dict(type="str", default=".disabled-by-blackwell-gpu-node"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not os.path.isdir(params["conf_dir"]):
+        module.fail_json(msg="conf_dir=%s is not a directory" % params["conf_dir"])
+    files = read_conf_files(params["conf_dir"])
+    found = classify(files, params["major"], os.path.realpath)
+    disabled = []
+    if params["stale"] == "disable":
+        disabled = [dict(to=path + params["suffix"], **{"from": path}) for path in found["stale_files"]]
+    result = dict(changed=bool(disabled), stale_entries=found["stale_entries"], disabled=disabled,
+                  mixed_files=found["mixed_files"])
+    result["diff"] = dict(before="\n".join(sorted(files)) + "\n",
+                          after="\n".join(sorted(set(files) - set(found["stale_files"] if disabled else []))) + "\n")
+    if not module.check_mode:
+        for rename in disabled:
+            os.rename(rename["from"], rename["to"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""cuda_linker_entries, run through Ansible on a directory of linker configuration files."""
+import os
+
+from conftest import run_module
+
+
+def conf_dir(tmp_path):
+    (tmp_path / "987_cuda-12.conf").write_text("/usr/local/cuda-12/targets/x86_64-linux/lib\n")
+    (tmp_path / "987_cuda-13.conf").write_text("/usr/local/cuda-13/targets/x86_64-linux/lib\n")
+    (tmp_path / "mixed.conf").write_text("/usr/local/cuda-12.8/lib64\n/opt/vendor/lib\n")
+    (tmp_path / "README").write_text("/usr/local/cuda-12.8/lib64\n")  # not a .conf file: ldconfig ignores it
+    return tmp_path
+
+
+def test_disables_the_files_made_only_of_stale_entries_and_reports_mixed_ones(tmp_path):
+    directory = conf_dir(tmp_path)
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(directory))
+    assert result["changed"] is True
+    assert result["disabled"] == [{"from": str(directory / "987_cuda-12.conf"),
+                                   "to": str(directory / "987_cuda-12.conf.disabled-by-blackwell-gpu-node")}]
+    assert result["mixed_files"] == [str(directory / "mixed.conf")]
+    assert sorted(os.listdir(directory)) == ["987_cuda-12.conf.disabled-by-blackwell-gpu-node", "987_cuda-13.conf",
+                                             "README", "mixed.conf"]
+    again = run_module("cuda_linker_entries", major=13, conf_dir=str(directory))
+    assert again["changed"] is False and again["disabled"] == []
+    assert [entry["file"] for entry in again["stale_entries"]] == [str(directory / "mixed.conf")]
+
+
+def test_check_mode_and_report_change_nothing(tmp_path):
+    directory = conf_dir(tmp_path)
+    predicted = run_module("cuda_linker_entries", check_mode=True, major=13, conf_dir=str(directory))
+    assert predicted["changed"] is True and len(predicted["disabled"]) == 1
+    reported = run_module("cuda_linker_entries", major=13, conf_dir=str(directory), stale="report")
+    assert reported["changed"] is False and reported["disabled"] == []
+    assert len(reported["stale_entries"]) == 2
+    assert (directory / "987_cuda-12.conf").exists()
+
+
+def test_missing_directory_fails_naming_it(tmp_path):
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(tmp_path / "nope"))
+    assert result["failed"] is True and result["msg"] == "conf_dir=%s is not a directory" % (tmp_path / "nope")
