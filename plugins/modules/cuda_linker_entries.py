@@ -21,7 +21,7 @@ description:
   - With O(stale=disable), a file made only of such entries is renamed with O(suffix), so that C(ldconfig)
     no longer reads it and the original can be restored by renaming it back. A file that mixes them with
     other entries is reported and never edited.
-  - Run C(ldconfig) afterwards when RV(changed) is true.
+  - Run C(ldconfig) afterwards when the task reports a change.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
