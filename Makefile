@@ -21,13 +21,15 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait
+.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait \
+	bench-site ml-stack-real
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
-	@echo "make demo   render a runtime environment into a container's virtualenv and show it working"
+	@echo "make demo   provision a container as a GPU node with the site playbook and serve SGLang on it (stand-ins: see README)"
 	@echo "make build  build the collection tarball"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
+	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
@@ -79,12 +81,19 @@ engine:
 # built once and named by a digest of what it is built from).
 FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
 	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
+	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
 	BLACKWELL_CUDA_REPO=$$(tests/fixtures/cuda_apt_repo/build.sh); \
 	BLACKWELL_STACK_INDEX=$$(tests/fixtures/stack_index/build.sh); \
-	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_IMAGE_CPYTHON BLACKWELL_CUDA_REPO BLACKWELL_STACK_INDEX
+	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD BLACKWELL_CUDA_REPO \
+	BLACKWELL_STACK_INDEX
 
 molecule: toolchain engine
 	$(FIXTURES); molecule test --all
+
+# The ml_stack role installing the real cu128 stack from PyPI (several GB of wheels); not part of `make test`.
+# Its scenario lives outside molecule/, where `molecule test --all` does not look.
+ml-stack-real: toolchain engine
+	$(FIXTURES); MOLECULE_GLOB='tests/molecule_real/*/molecule.yml' molecule test -s ml_stack_real
 
 demo: toolchain engine
 	$(FIXTURES); tests/demo.sh
@@ -92,6 +101,9 @@ demo: toolchain engine
 # Benchmarks print their numbers side by side with the alternative; not part of `make test`.
 bench-wait: toolchain
 	python bench/wait_for_server.py
+
+bench-site: toolchain engine
+	$(FIXTURES); python bench/site.py
 
 build: toolchain
 	ansible-galaxy collection build --force --output-path .build
@@ -104,4 +116,5 @@ lock:
 
 clean:
 	-$(BIN)/molecule destroy --all
+	-docker rm -f blackwell-demo
 	rm -rf $(VENV) .build tests/output

@@ -1,32 +1,37 @@
 #!/usr/bin/env bash
-# `make demo`: converge the runtime_env scenario (a virtualenv from Debian's python3 in a
-# Debian 12 container), then show what a process started from it sees. The container is
-# kept, so a second run only re-applies the role, which then changes nothing.
+# `make demo`: a Debian 12 container on this machine stands in for a GPU node, and the site
+# playbook provisions it end to end (preflight, CUDA, the ML stack, the runtime environment, the
+# server) with the demo inventory (inventory/demo, which says what stands in for what). Ends with
+# where the server answers and how long each stage took. The node is kept: a second run changes
+# nothing and is fast.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-container=runtime-env-debian-python
-venv=/opt/ml-env
+node=blackwell-demo
 start=$SECONDS
 
-molecule create -s runtime_env
-molecule prepare -s runtime_env
-molecule converge -s runtime_env -- --limit "$container"
+if [ "$(docker container inspect --format '{{.State.Running}}' "$node" 2>/dev/null)" = true ]; then
+  echo "==> Reusing the demo node $node"
+elif docker container inspect "$node" >/dev/null 2>&1; then
+  echo "==> Starting the demo node $node again"
+  docker start "$node" >/dev/null
+else
+  echo "==> Starting the demo node $node ($BLACKWELL_IMAGE_DEBIAN12)"
+  docker run --detach --name "$node" --network host \
+    --volume "$BLACKWELL_CUDA_REPO:$BLACKWELL_CUDA_REPO:ro" \
+    --volume "$BLACKWELL_STACK_INDEX:$BLACKWELL_STACK_INDEX:ro" \
+    "$BLACKWELL_IMAGE_DEBIAN12" sleep infinity >/dev/null
+fi
+
+ansible-playbook -i inventory/demo molecule/resources/prepare_model.yml >/dev/null
+# profile_roles prints the time each role (each stage) took.
+ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_roles ansible-playbook -i inventory/demo blackwell.gpu_node.site
 
 echo
-echo "==> $venv/lib/python3.11/site-packages/00-blackwell-gpu-node-env.pth in $container:"
-docker exec "$container" cat "$venv/lib/python3.11/site-packages/00-blackwell-gpu-node-env.pth"
-echo
-echo "==> What 'env -i $venv/bin/python' sees, with nothing exported:"
-docker exec "$container" env -i "$venv/bin/python" -c '
-import os, sitecustomize
-for name in sorted(os.environ):
-    print("   %s=%s" % (name, os.environ[name]))
-print("   (import sitecustomize resolves to %s: a sitecustomize.py in the venv would be shadowed)"
-      % sitecustomize.__file__)'
-echo
-echo "==> The same, with NCCL_NTHREADS=256 exported by the caller (a value already set wins):"
-docker exec "$container" env -i NCCL_NTHREADS=256 "$venv/bin/python" -c \
-  'import os; print("   NCCL_NTHREADS=" + os.environ["NCCL_NTHREADS"])'
-echo
-echo "Done in $((SECONDS - start)) s. Remove the demo container with: molecule destroy -s runtime_env"
+echo "==> The server answers on the demo node at http://127.0.0.1:30000:"
+docker exec "$node" python3 -c '
+import urllib.request
+print("    GET /health ->", urllib.request.urlopen("http://127.0.0.1:30000/health").status)'
+echo "    Its log: docker exec $node tail /var/log/sglang/sglang.log"
+echo "Done in $((SECONDS - start)) s. Check the node: ansible-playbook -i inventory/demo blackwell.gpu_node.validate"
+echo "Remove it: docker rm -f $node"

@@ -19,6 +19,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -292,3 +293,62 @@ def wait_gpu_release(pids, timeout, query=gpu_memory_pids, sleep=time.sleep, clo
         if clock() >= deadline:
             return False
         sleep(0.5)
+
+
+# systemd: the same command and environment as a unit, so that systemd starts, restarts and stops it.
+SYSTEMD_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+SECRET_VARIABLE = "BLACKWELL_GPU_NODE_SECRET_ARG"
+
+
+def systemd_quote(word):
+    """One word of an ExecStart= or Environment= line: `%` and `$` escaped as systemd expands them."""
+    escaped = word.replace("%", "%%")
+    if SYSTEMD_PLAIN.match(word):
+        return escaped
+    return '"%s"' % escaped.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$")
+
+
+def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path):
+    """The unit file text and the secret environment file's variables for argv and env.
+
+    Values of secret flags (the API key) move to the secret environment file, which only root reads,
+    and the unit refers to them as ${...}, which systemd expands when it starts the service."""
+    words, secrets = [], {}
+    for index, word in enumerate(argv):
+        if index and argv[index - 1] in SECRET_FLAGS:
+            variable = "%s_%d" % (SECRET_VARIABLE, index)
+            secrets[variable] = word
+            words.append("${%s}" % variable)
+        else:
+            words.append(systemd_quote(word))
+    lines = [
+        "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
+        "[Unit]",
+        "Description=SGLang server %s (blackwell.gpu_node)" % name,
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        "ExecStart=" + " ".join(words),
+    ]
+    lines += ["Environment=%s" % systemd_quote("%s=%s" % item) for item in sorted(env.items())]
+    lines += [
+        "EnvironmentFile=-%s" % secret_env_path,
+        "StandardOutput=append:%s" % log_path,
+        "StandardError=append:%s" % log_path,
+        "Restart=on-failure",
+        "RestartSec=10",
+        "KillMode=control-group",
+        "TimeoutStopSec=%d" % int(stop_timeout),
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(lines) + "\n", secrets
+
+
+def environment_file(variables):
+    """The text of a systemd EnvironmentFile= for variables."""
+    return "".join('%s="%s"\n' % (name, value.replace("\\", "\\\\").replace('"', '\\"'))
+                   for name, value in sorted(variables.items()))

@@ -46,9 +46,25 @@ options:
     choices: [started, stopped, restarted, status]
     default: started
   name:
-    description: Name of this server instance on the host; names its pid and state files.
+    description: Name of this server instance on the host; names its pid and state files (and its systemd unit).
     type: str
     default: sglang
+  manager:
+    description:
+      - V(module) starts the server itself, detached, and stops it by its process group.
+      - V(systemd) writes the unit C(sglang-<name>.service) into O(systemd_unit_dir) with the same command and
+        environment (C(Restart=on-failure), output appended to O(log_path), C(TimeoutStopSec) from
+        O(stop_timeout)), enables and starts it, and stops it with C(systemctl disable --now). Secrets (O(api_key),
+        O(secret_env)) go into C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+      - Either way the result has the server's main pid and the log offset at its start, for
+        M(blackwell.gpu_node.wait_for_server). Changing the manager restarts the server under the other one.
+    type: str
+    choices: [module, systemd]
+    default: module
+  systemd_unit_dir:
+    description: Where the unit is written with O(manager=systemd).
+    type: path
+    default: /etc/systemd/system
   state_dir:
     description: Directory of the pid and state files.
     type: path
@@ -267,10 +283,13 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     check_options,
     device_holders,
     env_digest,
+    environment_file,
     group_members,
     launch,
     masked,
     port_is_free,
+    process_start_time,
+    systemd_unit,
     terminate,
     wait_gpu_release,
 )
@@ -284,9 +303,18 @@ def recorded_option(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
 
 
+def systemctl(module, *args):
+    return module.run_command([module.get_bin_path("systemctl", required=True)] + list(args), check_rc=True)
+
+
 def stop(module, instance, state, result):
     members = group_members(state["pid"]) or [state["pid"]]
-    result["forced"] = terminate(members, module.params["stop_timeout"], signal_group=state["pid"])
+    if state.get("manager") == "systemd":
+        # systemd stops the unit's whole cgroup: SIGTERM, then SIGKILL after TimeoutStopSec.
+        systemctl(module, "disable", "--now", state["unit"])
+        result["forced"] = []
+    else:
+        result["forced"] = terminate(members, module.params["stop_timeout"], signal_group=state["pid"])
     result["killed"] = members
     result["gpu_released"] = wait_gpu_release(members, module.params["gpu_release_timeout"])
     if result["gpu_released"] is False:
@@ -296,17 +324,54 @@ def stop(module, instance, state, result):
     result["actions"].append("stopped")
 
 
+def unit_name(params):
+    return "sglang-%s.service" % params["name"]
+
+
+def start_unit(module, argv):
+    """Write the unit and start it; (main pid, log offset at the start, its start time)."""
+    params = module.params
+    unit = unit_name(params)
+    secret_path = os.path.join(params["state_dir"], params["name"] + ".secret.env")
+    text, secrets = systemd_unit(params["name"], argv, params["env"], params["log_path"], params["stop_timeout"],
+                                 secret_path)
+    if not os.path.isdir(params["state_dir"]):
+        os.makedirs(params["state_dir"], 0o750)
+    with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        handle.write(environment_file(dict(params["secret_env"], **secrets)))
+    with open(os.path.join(params["systemd_unit_dir"], unit), "w") as handle:
+        handle.write(text)
+    with open(params["log_path"], "ab") as log:
+        offset = log.seek(0, os.SEEK_END)
+    systemctl(module, "daemon-reload")
+    systemctl(module, "enable", unit)
+    systemctl(module, "restart", unit)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        _rc, out, _err = systemctl(module, "show", "--property=MainPID", "--value", unit)
+        pid = int(out.strip() or 0)
+        start_time = process_start_time(pid) if pid else None
+        if start_time is not None:
+            return pid, offset, start_time
+        time.sleep(0.1)
+    module.fail_json(msg="systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
+
+
 def start(module, instance, argv, result):
     params = module.params
-    process, offset, start_time = launch(argv, server_env(params), params["log_path"])
-    if start_time is None:
-        module.fail_json(msg="The server exited at once (code %s); see %s" % (process.poll(), params["log_path"]),
-                         **result)
-    instance.save({
-        "pid": process.pid, "start_time": start_time, "argv": argv, "env_digest": env_digest(server_env(params)),
-        "log_path": params["log_path"], "offset": offset, "started_at": time.time(),
-    })
-    result.update(pid=process.pid, offset=offset, running=True)
+    state = {"argv": argv, "env_digest": env_digest(server_env(params)), "log_path": params["log_path"],
+             "manager": params["manager"], "started_at": time.time()}
+    if params["manager"] == "systemd":
+        state["unit"] = unit_name(params)
+        state["pid"], state["offset"], state["start_time"] = start_unit(module, argv)
+    else:
+        process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+        if state["start_time"] is None:
+            module.fail_json(msg="The server exited at once (code %s); see %s" % (
+                process.poll(), params["log_path"]), **result)
+        state["pid"] = process.pid
+    instance.save(state)
+    result.update(pid=state["pid"], offset=state["offset"], running=True)
     result["actions"].append("started")
 
 
@@ -314,6 +379,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", default="started", choices=["started", "stopped", "restarted", "status"]),
+            manager=dict(type="str", default="module", choices=["module", "systemd"]),
+            systemd_unit_dir=dict(type="path", default="/etc/systemd/system"),
             name=dict(type="str", default="sglang"),
             state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
             python=dict(type="path"),
@@ -381,7 +448,8 @@ def main():
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
 
-    same = ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(server_env(params))
+    same = (ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(server_env(params))
+            and recorded.get("manager", "module") == params["manager"])
     must_stop = ours and (params["state"] in ("stopped", "restarted") or not same)
     must_start = wanted and (must_stop or not ours)
     cleans_stale = bool(recorded) and not ours

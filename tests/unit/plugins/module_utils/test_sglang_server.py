@@ -194,3 +194,25 @@ def test_port_is_free():
         port = server.getsockname()[1]
         assert core.port_is_free("127.0.0.1", port) is False
     assert core.port_is_free("127.0.0.1", port) is True
+
+
+def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
+    argv = ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi k2",
+            "--api-key", "s3cr$t", "--served-model-name", "50%"]
+    text, secrets = core.systemd_unit("sglang", argv, {"SGLANG_STANDIN_STEP": "0.05", "NOTE": "a b"},
+                                 "/var/log/sglang/sglang.log", 30, "/var/lib/blackwell-gpu-node/sglang.secret.env")
+    exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
+    assert exec_start == ('ExecStart=/home/sglang/ml-env/bin/python -m sglang.launch_server --model-path '
+                          '"/shared/kimi k2" --api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name "50%%"')
+    assert "s3cr" not in text
+    assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_6": "s3cr$t"}
+    assert 'Environment="NOTE=a b"' in text and "Environment=SGLANG_STANDIN_STEP=0.05" in text
+    assert "StandardOutput=append:/var/log/sglang/sglang.log" in text and "TimeoutStopSec=30" in text
+    assert "EnvironmentFile=-/var/lib/blackwell-gpu-node/sglang.secret.env" in text
+    assert core.environment_file(dict(secrets, TOKEN='a"b')) == 'BLACKWELL_GPU_NODE_SECRET_ARG_6="s3cr$t"\nTOKEN="a\\"b"\n'
+
+
+@pytest.mark.parametrize("word,quoted", [("--tp", "--tp"), ("/a/b.c", "/a/b.c"), ("a b", '"a b"'), ("$HOME", '"$$HOME"'),
+                                         ('say "hi"', '"say \\"hi\\""'), ("back\\slash", '"back\\\\slash"')])
+def test_systemd_quote(word, quoted):
+    assert core.systemd_quote(word) == quoted

@@ -51,3 +51,42 @@ def test_new_profile_missing_fields_names_each_and_where_to_fix_it():
 def test_custom_profiles_must_be_mappings():
     with pytest.raises(StackProfileError, match="stack_profiles_custom must map profile names to profiles"):
         resolve("cu130", PROFILES, {"cu130": "13.0.2"})
+
+
+def test_default_profile_carries_the_reference_python_stack():
+    python = resolve(SHIPPED["stack_profile"], PROFILES)["python"]
+    assert python["min_version"] == "3.10"
+    assert python["torch"] == dict(version="2.9.1+cu130", source="https://download.pytorch.org/whl/cu130", cuda="13.0")
+    assert python["sgl_kernel"] == dict(
+        version="0.3.21",
+        source="https://github.com/sgl-project/whl/releases/download/v0.3.21/"
+               "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl")
+    assert python["flashinfer_python"]["version"] == python["flashinfer_cubin"]["version"] == "0.6.4"
+    assert python["flashinfer_jit_cache"] == dict(version="0.6.4+cu130", source="https://flashinfer.ai/whl/cu130")
+    assert python["sglang"] == dict(version="0.5.9", source="https://pypi.org/simple")
+
+
+def test_cu128_profile_is_installable_from_pypi_but_its_jit_cache():
+    python = resolve("cu128", PROFILES)["python"]
+    assert python["torch"] == dict(version="2.9.1", source="https://pypi.org/simple", cuda="12.8")
+    sources = set(python[package]["source"] for package in python if package != "min_version")
+    assert sources == {"https://pypi.org/simple", "https://flashinfer.ai/whl/cu128"}
+
+
+def test_a_profile_may_go_without_the_flashinfer_jit_cache():
+    profile = resolve("cu128", PROFILES, {"cu128": {"python": {"flashinfer_jit_cache": {"version": None}}}})
+    assert profile["python"]["flashinfer_jit_cache"]["version"] is None
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("min_version", 3.1, "python.min_version=3.1 is not major.minor like 3.10 (quoted in YAML)"),
+    ("torch", {"version": 2.9}, "python.torch.version=2.9 is not an exact version"),
+    ("torch", {"version": "2.9.*"}, "python.torch.version='2.9.*' is not an exact version"),
+    ("torch", {"cuda": 13}, "python.torch.cuda=13 is not the CUDA version torch.version.cuda reports, like 13.0"),
+    ("sgl_kernel", {"source": "pypi.org/simple"}, "python.sgl_kernel.source='pypi.org/simple' is not an http(s):// or file:// URL"),
+    ("sglang", {"version": None}, "python.sglang.version=None is not an exact version"),
+])
+def test_malformed_python_stack_fields_are_named(field, value, expected):
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, {"cu130": {"python": {field: value}}})
+    assert expected in str(error.value)

@@ -1,0 +1,60 @@
+"""The host that had cu128 before: the upgrade kept the old virtualenv, and pip in the new one cannot replace
+torch the way a plain virtualenv lets it (the trap of the reference story, reproduced with the same wheels)."""
+import json
+import os
+import shlex
+
+import pytest
+
+testinfra_hosts = ["docker://ml-stack-online"]
+
+INDEX = os.environ["BLACKWELL_STACK_INDEX"]
+PYPI = "file://%s/pypi/simple" % INDEX
+# What someone does when flashinfer misbehaves: reinstall or upgrade it from PyPI.
+NAIVE_FLASHINFER_INSTALLS = {
+    "force-reinstall": ["install", "--force-reinstall", "flashinfer-python==0.6.4", "--index-url", PYPI],
+    "eager-upgrade": ["install", "-U", "--upgrade-strategy", "eager", "flashinfer-python==0.6.4", "--index-url", PYPI],
+}
+
+
+def run(host, *argv):
+    result = host.run(shlex.join(argv))
+    assert result.rc == 0, result.stderr
+    return result.stdout
+
+
+def torch_of(host, python):
+    return run(host, python, "-c", "import torch; print(torch.__version__, torch.version.cuda)").split()
+
+
+@pytest.mark.parametrize("command", sorted(NAIVE_FLASHINFER_INSTALLS))
+def test_a_plain_virtualenv_lets_a_flashinfer_install_replace_the_cu130_torch(host, command):
+    naive = "/tmp/naive-" + command
+    run(host, "python3", "-m", "venv", "--clear", naive)
+    run(host, naive + "/bin/pip", "install", "-q", "torch==2.9.1+cu130", "--index-url", "file://%s/pytorch-cu130/simple" % INDEX)
+    assert torch_of(host, naive + "/bin/python") == ["2.9.1+cu130", "13.0"]
+    run(host, naive + "/bin/pip", *NAIVE_FLASHINFER_INSTALLS[command])
+    assert torch_of(host, naive + "/bin/python") == ["2.10.0+cu128", "12.8"]
+
+
+@pytest.mark.parametrize("command", sorted(NAIVE_FLASHINFER_INSTALLS))
+def test_pip_in_the_roles_virtualenv_keeps_the_cu130_torch(host, command):
+    attempt = host.run(shlex.join(["/home/sglang/ml-env/bin/pip"] + NAIVE_FLASHINFER_INSTALLS[command]))
+    if command == "force-reinstall":
+        # Reinstalling torch from PyPI would need a torch the pins forbid: pip refuses the whole install.
+        assert attempt.rc != 0 and "ResolutionImpossible" in attempt.stderr
+    assert torch_of(host, "/home/sglang/ml-env/bin/python") == ["2.9.1+cu130", "13.0"]
+
+
+def test_the_cu128_virtualenv_is_kept_beside_the_new_one(host):
+    kept = run(host, "find", "/home/sglang", "-maxdepth", "1", "-name", "ml-env.cu128-*").split()
+    assert len(kept) == 1
+    assert json.loads(host.file(kept[0] + "/ml-stack.json").content_string)["profile"] == "cu128"
+    assert torch_of(host, kept[0] + "/bin/python") == ["2.9.1+cu128", "12.8"]
+    code = "import importlib.metadata as m; print(m.version('flashinfer-python'), m.version('sglang'))"
+    assert run(host, kept[0] + "/bin/python", "-c", code).split() == ["0.6.4", "0.5.9"]
+
+
+def test_no_index_answered_the_idempotence_run(host):
+    # converge stopped the package indexes; the second converge had to succeed without asking one.
+    assert not host.socket("tcp://127.0.0.1:38141").is_listening

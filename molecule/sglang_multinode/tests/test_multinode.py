@@ -1,0 +1,35 @@
+"""Each node runs its rank of one server: argv from the group, both serving /health, only rank 0 announcing."""
+import json
+
+import pytest
+
+testinfra_hosts = ["docker://sglang-node-0", "docker://sglang-node-1"]
+READY = "The server is fired up and ready to roll!"
+
+
+def rank(host):
+    return int(host.backend.name[-1])
+
+
+def test_argv_carries_the_nodes_place(host):
+    state = json.loads(host.file("/var/lib/blackwell-gpu-node/sglang.json").content_string)
+    argv = state["argv"]
+    assert argv[:3] == ["/opt/ml-env/bin/python", "-m", "sglang.launch_server"]
+    options = dict(zip(argv[3::2], argv[4::2]))
+    assert options["--nnodes"] == "2" and options["--node-rank"] == str(rank(host))
+    assert options["--dist-init-addr"] == "sglang-node-0:5757"
+    assert options["--tensor-parallel-size"] == "4"
+
+
+def test_both_nodes_serve_health(host):
+    port = 38200 + rank(host)
+    assert host.check_output("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:%d/health')"
+                             ".status)\"" % port) == "200"
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_only_rank_0_announces_readiness(host, node):
+    if rank(host) != node:
+        pytest.skip("one node at a time")
+    announced = READY in host.file("/var/log/sglang/sglang.log").content_string
+    assert announced is (node == 0)

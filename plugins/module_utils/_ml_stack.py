@@ -1,0 +1,535 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ml_stack role's decisions: where the profile's virtualenv goes, the pip arguments that install exactly
+the profile, and whether what a host has is exactly the profile.
+
+Pure Python, no Ansible imports: the role's filter plugin is a thin shell over ``build_plan``, ``dependencies``
+and ``verdict``, and the unit tests import this module directly.
+
+How the profile is installed, and why:
+
+- sglang pins flashinfer 0.6.3 while the profile wants 0.6.4. pip cannot override a requirement, so sglang is
+  installed alone with ``--no-deps``; its other requirements are read from its metadata and resolved together
+  with the pinned packages in one pip run, where every pin is exact (``===``).
+- A constraints file with the same pins is put into the virtualenv and named in the virtualenv's own
+  ``pip.conf``, so every later ``pip install`` there (the role's and anyone's) fails rather than replace torch.
+- Each virtualenv is named after the profile and a digest of its pins and Python; the stable path is a link
+  to it. A new profile builds a new virtualenv beside the old one, which stays intact for rollback.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import posixpath
+import re
+
+from urllib.parse import unquote, urlsplit
+
+# The profile's packages under stack_profiles.<name>.python, with their distribution names, in install order.
+PACKAGES = (
+    ("torch", "torch"),
+    ("sgl_kernel", "sgl-kernel"),
+    ("flashinfer_python", "flashinfer-python"),
+    ("flashinfer_cubin", "flashinfer-cubin"),
+    ("flashinfer_jit_cache", "flashinfer-jit-cache"),
+    ("sglang", "sglang"),
+)
+# Imported in this order by the verification; torch first, as everything else loads it.
+IMPORTS = ("torch", "sgl_kernel", "flashinfer", "sglang")
+
+MARKER = "ml-stack.json"
+CONSTRAINTS = "ml-stack-constraints.txt"
+PIP_CHECK_EXPLAINED = "ml-stack-pip-check.txt"
+PIP_OPTIONS = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+
+# Libraries whose soname major is the CUDA major release they belong to (libnvrtc.so.12 is CUDA 12's).
+CUDA_RUNTIME_LIBRARIES = ("cudart", "nvrtc", "nvrtc-builtins", "cublas", "cublasLt", "cusparse", "cufft", "curand",
+                          "cusolver", "nvJitLink", "cupti")
+MISSING_LIBRARY = re.compile(r"lib([A-Za-z0-9_-]+)\.so\.(\d+)(?:\.[\d.]+)?: cannot open shared object file")
+UNDEFINED_SYMBOL = re.compile(r"undefined symbol: (\S+)")
+NO_MODULE = re.compile(r"No module named '([^']+)'")
+PIP_CHECK_CONFLICT = re.compile(
+    r"^(?P<requirer>\S+) (?P<requirer_version>\S+) has requirement (?P<requirement>.+), "
+    r"but you have (?P<project>\S+) (?P<version>\S+)\.$"
+)
+EXTRA_MARKER = re.compile(r"\bextra\s*==")
+REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+URL = re.compile(r"^(https?://[^/\s]+|file://)/\S*$")
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# manylinux aliases older than PEP 600, by the glibc release they stand for.
+LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def normalized(name):
+    """PEP 503 project name: flashinfer_python, Flashinfer.Python -> flashinfer-python."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wheel_name(name):
+    """The project name as wheel file names spell it: flashinfer-python -> flashinfer_python."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _version_tuple(text):
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
+
+
+def _is_wheel(url):
+    return urlsplit(url).path.endswith(".whl")
+
+
+def _wheel_file(url):
+    return unquote(posixpath.basename(urlsplit(url).path))
+
+
+def _mirrored(url, mirrors):
+    """url with the longest matching prefix among mirrors replaced by its mirror."""
+    matches = [prefix for prefix in mirrors if url.startswith(prefix)]
+    if not matches:
+        return url
+    prefix = max(matches, key=len)
+    return mirrors[prefix] + url[len(prefix):]
+
+
+def manylinux_platforms(glibc, machine):
+    """The platform tags pip accepts on a host with this glibc, newest first, for `pip download --platform`
+    (pip expands none of them itself)."""
+    minor = _version_tuple(glibc)[1]
+    oldest = 5 if machine in ("x86_64", "i686") else 17
+    tags = []
+    for release in range(minor, oldest - 1, -1):
+        tags.append("manylinux_2_%d_%s" % (release, machine))
+        if release in LEGACY_MANYLINUX:
+            tags.append("%s_%s" % (LEGACY_MANYLINUX[release], machine))
+    return tags + ["linux_" + machine]
+
+
+def _check_settings(settings, problems):
+    for name in ("venv_path", "python", "wheelhouse_path"):
+        value = settings.get(name)
+        if not isinstance(value, str) or not value.startswith("/") or value.rstrip("/") == "":
+            problems.append("ml_stack_%s=%s is not an absolute path below /" % (name, value))
+    controller_path = settings.get("wheelhouse_controller_path")
+    if controller_path is not None and not (isinstance(controller_path, str) and controller_path.startswith("/")):
+        problems.append("ml_stack_wheelhouse_controller_path=%s is not an absolute path on the controller" % controller_path)
+    if not isinstance(settings.get("index_url"), str) or not URL.match(settings["index_url"]):
+        problems.append("ml_stack_index_url=%s is not an http(s):// or file:// URL" % settings.get("index_url"))
+    mirrors = settings.get("index_mirrors")
+    if not isinstance(mirrors, dict):
+        problems.append("ml_stack_index_mirrors must map URL prefixes to the URLs that replace them, not %r" % (mirrors,))
+    else:
+        for prefix, mirror in sorted(mirrors.items()):
+            if not isinstance(mirror, str) or not URL.match(mirror):
+                problems.append("ml_stack_index_mirrors[%s]=%r is not an http(s):// or file:// URL" % (prefix, mirror))
+    environment = settings.get("pip_environment")
+    if not isinstance(environment, dict) or not all(
+        isinstance(value, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name) for name, value in environment.items()
+    ):
+        problems.append("ml_stack_pip_environment must map environment variable names to strings (quote numbers)")
+
+
+def _check_host(settings, profile, host, problems):
+    python = host["python"]
+    if python.get("error"):
+        problems.append("ml_stack_python=%s cannot run on this host (%s); install it there, or set ml_stack_python to "
+                        "the interpreter the virtualenv should use" % (settings["python"], python["error"]))
+        return
+    if python["implementation"] != "cpython":
+        problems.append("ml_stack_python=%s is %s; the stack's wheels are built for CPython"
+                        % (settings["python"], python["implementation"]))
+    needed = profile["python"]["min_version"]
+    if _version_tuple(python["version"]) < _version_tuple(needed):
+        problems.append("ml_stack_python=%s is Python %s, older than the %s that stack profile %s needs "
+                        "(python.min_version); point ml_stack_python at a newer interpreter"
+                        % (settings["python"], python["version"], needed, profile["name"]))
+    if python.get("venv_error"):
+        problems.append("ml_stack_python=%s cannot create virtualenvs (%s); on Debian and Ubuntu install python3-venv"
+                        % (settings["python"], python["venv_error"]))
+    owner = settings.get("venv_owner")
+    if owner is not None and not host.get("owner"):
+        problems.append("ml_stack_venv_owner=%s is not a user on this host; create the service user first" % owner)
+    link = host["venv_path"]
+    if link.get("exists") and not link.get("islnk"):
+        problems.append("ml_stack_venv_path=%s exists and is not a link: this role keeps one virtualenv per profile "
+                        "beside it and points %s at the current one. Move it away (it is left as it is) or choose "
+                        "another ml_stack_venv_path" % (settings["venv_path"], settings["venv_path"]))
+    if not host.get("parent_exists"):
+        problems.append("ml_stack_venv_path=%s: its directory %s does not exist; create it (the service user's home) "
+                        "first" % (settings["venv_path"], posixpath.dirname(settings["venv_path"].rstrip("/"))))
+
+
+def _package(profile, key, distribution, settings, problems):
+    entry = profile["python"][key]
+    source = entry["source"]
+    mirrored = _mirrored(source, settings["index_mirrors"])
+    origin = "stack_profiles.%s.python.%s.source" % (profile["name"], key)
+    package = {
+        "distribution": distribution,
+        "version": entry["version"],
+        "origin": origin if mirrored == source else "%s=%s through ml_stack_index_mirrors" % (origin, source),
+        "source": mirrored,
+        "wheel": _wheel_file(source) if _is_wheel(source) else None,
+    }
+    if package["wheel"]:
+        named = package["wheel"].split("-", 1)[0]
+        if normalized(named) != distribution:
+            problems.append("%s=%s is a wheel of %s, not of %s" % (origin, source, named, distribution))
+        machine = settings["machine"]
+        platform = package["wheel"][:-len(".whl")].rsplit("-", 1)[-1]
+        wheel_machine = [arch for arch in ("x86_64", "aarch64") if platform.endswith("_" + arch)]
+        if wheel_machine and machine and wheel_machine != [machine]:
+            problems.append("%s=%s is a wheel for %s, but this host is %s; set the %s wheel under "
+                            "stack_profiles_custom.%s.python.%s.source"
+                            % (origin, source, wheel_machine[0], machine, machine, profile["name"], key))
+    return package
+
+
+def _requirement(package, wheelhouse):
+    if package["wheel"]:
+        location = "file://%s/%s" % (wheelhouse, package["wheel"]) if wheelhouse else package["source"]
+        return "%s @ %s" % (package["distribution"], location)
+    return "%s===%s" % (package["distribution"], package["version"])
+
+
+def _index_options(main_index, packages, wheelhouse):
+    """pip's options for where packages come from: the main index and every index a pinned package names
+    (the exact pins decide which file is taken), or only the wheelhouse."""
+    if wheelhouse:
+        return ["--no-index", "--find-links", wheelhouse]
+    options = ["--index-url", main_index]
+    for package in packages:
+        if not package["wheel"] and package["source"] != main_index and package["source"] not in options:
+            options += ["--extra-index-url", package["source"]]
+    return options
+
+
+def _steps(main_index, packages, wheelhouse):
+    """pip's options and requirements after the command: sglang alone and without its requirements, then
+    everything else pinned in one run, to which the role adds sglang's requirements (see dependencies())."""
+    sglang = [package for package in packages if package["distribution"] == "sglang"][0]
+    others = [package for package in packages if package is not sglang]
+    if wheelhouse:
+        sglang_sources = ["--no-index", "--find-links", wheelhouse]
+    elif sglang["wheel"]:
+        sglang_sources = ["--no-index"]
+    else:
+        sglang_sources = ["--index-url", sglang["source"]]
+    return {
+        "sglang": ["--no-deps"] + sglang_sources + [_requirement(sglang, wheelhouse)],
+        "stack": _index_options(main_index, packages, wheelhouse) + [_requirement(package, wheelhouse) for package in others],
+    }
+
+
+def _sources_to_probe(main_index, packages, index_url):
+    """What to ask before a build: each index for the page of each pinned package it serves (which must list
+    that version), each wheel for itself, and the main index for its root when no pinned package names it."""
+    probes = []
+    for package in packages:
+        probes.append({
+            "url": package["source"],
+            "project": None if package["wheel"] else package["distribution"],
+            "version": None if package["wheel"] else package["version"],
+            "origin": package["origin"],
+        })
+    if main_index not in [probe["url"] for probe in probes]:
+        origin = "ml_stack_index_url"
+        if main_index != index_url:
+            origin = "ml_stack_index_url=%s through ml_stack_index_mirrors" % index_url
+        probes.append({"url": main_index, "project": None, "version": None, "origin": origin})
+    return probes
+
+
+def build_plan(settings, profile, host):
+    """Everything the role does for this host, or {'problems': [...]} naming each variable to fix.
+
+    settings: the role variables without the ml_stack_ prefix. profile: the resolved stack profile.
+    host: what the host said about ml_stack_python ('python': version, implementation, machine, glibc,
+    venv_error or error), the owner ('owner': truthy if the user exists), the stable path ('venv_path': exists,
+    islnk) and whether its directory exists ('parent_exists').
+    """
+    problems = []
+    _check_settings(settings, problems)
+    if not isinstance(profile.get("name"), str) or not PROFILE_NAME.match(profile["name"]):
+        problems.append("stack_profile=%r cannot name a directory; use letters, digits, '.', '_' and '-'" % profile.get("name"))
+    if problems:
+        return {"problems": problems}
+    _check_host(settings, profile, host, problems)
+    if host["python"].get("error"):
+        return {"problems": problems}
+    settings = dict(settings, machine=host["python"]["machine"])
+    packages = [
+        _package(profile, key, distribution, settings, problems)
+        for key, distribution in PACKAGES
+        if profile["python"][key]["version"] is not None
+    ]
+    offline = bool(settings["offline"])
+    if offline and settings.get("wheelhouse_controller_path") and not host["python"].get("glibc"):
+        problems.append("ml_stack_wheelhouse_controller_path is set, but this host's Python reports no glibc: the "
+                        "controller can only download manylinux wheels; fill ml_stack_wheelhouse_path yourself")
+    if problems:
+        return {"problems": problems}
+
+    python_series = ".".join(str(part) for part in _version_tuple(host["python"]["version"]))
+    pins = [[package["distribution"], package["version"], package["wheel"]] for package in packages]
+    digest = hashlib.sha256(json.dumps([pins, settings["python"], python_series]).encode()).hexdigest()[:8]
+    venv_path = settings["venv_path"].rstrip("/")
+    venv_name = "%s.%s-%s" % (posixpath.basename(venv_path), profile["name"], digest)
+    venv_dir = posixpath.join(posixpath.dirname(venv_path), venv_name)
+    versions = dict((package["distribution"], package["version"]) for package in packages)
+    main_index = _mirrored(settings["index_url"], settings["index_mirrors"])
+    wheelhouse = settings["wheelhouse_path"].rstrip("/") if offline else None
+
+    result = {
+        "problems": [],
+        "profile": profile["name"],
+        "digest": digest,
+        "venv_path": venv_path,
+        "venv_name": venv_name,
+        "venv_dir": venv_dir,
+        "python": settings["python"],
+        "python_series": python_series,
+        "cuda": profile["python"]["torch"]["cuda"],
+        "packages": packages,
+        "versions": versions,
+        "imports": list(IMPORTS),
+        "install": dict((name, ["install"] + PIP_OPTIONS + step) for name, step in _steps(main_index, packages, wheelhouse).items()),
+        "sources": [] if offline else _sources_to_probe(main_index, packages, settings["index_url"]),
+        "offline": offline,
+        "wheelhouse": wheelhouse,
+        "download": None,
+        "files": {
+            "marker": posixpath.join(venv_dir, MARKER),
+            "constraints": posixpath.join(venv_dir, CONSTRAINTS),
+            "pip_conf": posixpath.join(venv_dir, "pip.conf"),
+            "pip_check": posixpath.join(venv_dir, PIP_CHECK_EXPLAINED),
+        },
+        "marker": {
+            "profile": profile["name"],
+            "digest": digest,
+            "python": settings["python"],
+            "python_series": python_series,
+            "packages": versions,
+            "wheels": dict((package["distribution"], package["wheel"]) for package in packages if package["wheel"]),
+        },
+    }
+    result["constraints"] = "".join(
+        ["# Written by blackwell.gpu_node.ml_stack for stack profile %s. pip reads it through this virtualenv's\n"
+         "# pip.conf on every install here, so that nothing replaces these versions; another profile gets a new\n"
+         "# virtualenv instead.\n" % profile["name"]]
+        + ["%s===%s\n" % (package["distribution"], package["version"]) for package in packages]
+    )
+    result["pip_conf"] = (
+        "# Written by blackwell.gpu_node.ml_stack: every pip run in this virtualenv honours the stack's pins.\n"
+        "[global]\nconstraint = %s\n" % result["files"]["constraints"]
+    )
+    controller_path = settings.get("wheelhouse_controller_path")
+    if offline and controller_path:
+        result["download"] = _download(settings, profile, host, packages, main_index, pins)
+    return result
+
+
+def _download(settings, profile, host, packages, main_index, pins):
+    """The controller's pip download of this host's wheelhouse: the same two steps, for the host's platform."""
+    python = host["python"]
+    series = _version_tuple(python["version"])
+    platforms = manylinux_platforms(python["glibc"], python["machine"])
+    key_digest = hashlib.sha256(json.dumps([pins, platforms[0], list(series)]).encode()).hexdigest()[:8]
+    folder = posixpath.join(settings["wheelhouse_controller_path"].rstrip("/"),
+                            "%s-%s-cp%d%d-%s" % (profile["name"], key_digest, series[0], series[1], platforms[0]))
+    target = ["--only-binary=:all:", "--python-version", "%d.%d" % series, "--implementation", "cp",
+              "--abi", "cp%d%d" % series]
+    for platform in platforms:
+        target += ["--platform", platform]
+    common = ["download"] + PIP_OPTIONS + ["--dest", folder + ".partial"] + target
+    return dict(
+        [(name, common + step) for name, step in _steps(main_index, packages, None).items()],
+        folder=folder,
+        partial=folder + ".partial",
+        pinned=[package["distribution"] for package in packages],
+        sources=_sources_to_probe(main_index, packages, settings["index_url"]),
+    )
+
+
+def dependencies(requires, pinned):
+    """sglang's requirements (Requires-Dist lines) that pip resolves for it: all but the profile's pinned
+    packages (installed at the profile's versions, over sglang's own pins on purpose) and extras."""
+    pinned = set(normalized(name) for name in pinned)
+    kept = []
+    for requirement in requires or []:
+        name = REQUIREMENT_NAME.match(requirement)
+        if name is None or normalized(name.group(1)) in pinned:
+            continue
+        marker = requirement.split(";", 1)[1] if ";" in requirement else ""
+        if EXTRA_MARKER.search(marker):
+            continue
+        kept.append(requirement.strip())
+    return kept
+
+
+def missing_wheels(packages, filenames):
+    """The pinned packages that a wheelhouse (a list of file names) lacks."""
+    lowered = [name.lower() for name in filenames]
+    missing = []
+    for package in packages:
+        if package["wheel"]:
+            found = package["wheel"].lower() in lowered
+        else:
+            prefix = "%s-%s-" % (wheel_name(package["distribution"]), package["version"].lower())
+            found = any(name.startswith(prefix) and name.endswith(".whl") for name in lowered)
+        if not found:
+            missing.append("%s %s (%s)" % (package["distribution"], package["version"],
+                                           package["wheel"] or "a wheel for this Python and platform"))
+    return missing
+
+
+def classify_pip_check(output, versions):
+    """Split pip check's lines into those the profile causes on purpose (a pinned package at its pinned version
+    where another package wants something else) and all others."""
+    pinned = dict((normalized(name), version) for name, version in versions.items())
+    deliberate, unexpected = [], []
+    for line in (output or "").splitlines():
+        line = line.strip()
+        if not line or line == "No broken requirements found.":
+            continue
+        conflict = PIP_CHECK_CONFLICT.match(line)
+        if conflict and pinned.get(normalized(conflict.group("project"))) == conflict.group("version"):
+            deliberate.append(line)
+        else:
+            unexpected.append(line)
+    return sorted(deliberate), unexpected
+
+
+def pip_check_explanation(profile, deliberate):
+    header = (
+        "# `pip check` in this virtualenv reports the lines below on purpose. Stack profile %s\n"
+        "# (blackwell.gpu_node.ml_stack) installs each package named after \"you have\" at exactly that version,\n"
+        "# over the requirement of the package the line starts with; sglang 0.5.9, for one, pins flashinfer 0.6.3\n"
+        "# while the profile runs 0.6.4. Any line of pip check that is not below is a real problem.\n" % profile
+    )
+    return header + "".join(line + "\n" for line in deliberate)
+
+
+def error_line(error):
+    """The line of a (possibly long, multi-line) import error that says what failed: the first naming a missing
+    library, an undefined symbol or a missing module, else the first line."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    for pattern in (MISSING_LIBRARY, UNDEFINED_SYMBOL, NO_MODULE):
+        for line in lines:
+            if pattern.search(line):
+                return line
+    return lines[0] if lines else "no error text"
+
+
+def needs_driver(error):
+    """The import failed because the NVIDIA driver's library is absent (a machine without GPU)."""
+    missing = MISSING_LIBRARY.search(error or "")
+    return missing is not None and missing.group(1) == "cuda"
+
+
+def diagnose(module, error, plan, torch_version=None):
+    """What an import error means for this stack, and the fix. The first cause the error names decides."""
+    error = error or ""
+    cuda_major = plan["cuda"].split(".")[0]
+    missing = MISSING_LIBRARY.search(error)
+    if needs_driver(error):
+        return ("libcuda.so.%s is the NVIDIA driver's library: this host has no driver, so %s cannot load. Install "
+                "the driver (the cuda role can), or set ml_stack_gpus_required: false on a machine without GPU"
+                % (missing.group(2), module))
+    if missing and missing.group(1) in CUDA_RUNTIME_LIBRARIES:
+        library = "lib%s.so.%s" % (missing.group(1), missing.group(2))
+        if missing.group(2) != cuda_major:
+            hint = ""
+            if module == "sgl_kernel":
+                hint = (" PyPI's sgl-kernel is built with CUDA 12.9; the profile takes it from %s."
+                        % [package["source"] for package in plan["packages"] if package["distribution"] == "sgl-kernel"][0])
+            return ("%s wants %s: a CUDA %s wheel on this CUDA %s stack (profile %s). Install the package from the "
+                    "profile's source, as this role does.%s"
+                    % (module, library, missing.group(2), plan["cuda"], plan["profile"], hint))
+        return ("%s is not found by the dynamic linker: torch's nvidia-* runtime wheels are missing from the "
+                "virtualenv, or CUDA %s's lib64 is not registered with ldconfig (the cuda role registers it)"
+                % (library, plan["cuda"]))
+    if missing:
+        return ("lib%s.so.%s is a system library that %s links and this host lacks; install the package that "
+                "provides it (list it in ml_stack_system_packages; sgl-kernel's libnuma.so.1 is Debian's and "
+                "Ubuntu's libnuma1)" % (missing.group(1), missing.group(2), module))
+    symbol = UNDEFINED_SYMBOL.search(error)
+    if symbol:
+        return ("ABI mismatch: %s was built against another torch than the installed %s (undefined symbol %s); the "
+                "profile pins torch %s, and a package that replaced torch, or a wheel made for another torch "
+                "release, causes this" % (module, torch_version or "torch", symbol.group(1), plan["versions"]["torch"]))
+    absent = NO_MODULE.search(error)
+    if absent:
+        return "%s is not installed in the virtualenv (import %s)" % (absent.group(1), module)
+    return "no known cause; the error above is what Python said"
+
+
+def _state_problems(plan, state):
+    problems = []
+    for distribution, version in sorted(plan["versions"].items()):
+        found = state["versions"].get(distribution)
+        if found is None:
+            problems.append("%s is not installed (the profile pins %s)" % (distribution, version))
+        elif found != version:
+            problems.append("%s is %s, the profile pins %s" % (distribution, found, version))
+    for package in plan["packages"]:
+        url = state.get("direct_urls", {}).get(package["distribution"])
+        if package["wheel"] and state["versions"].get(package["distribution"]) and (
+                url is None or _wheel_file(url) != package["wheel"]):
+            problems.append("%s was installed from %s, not from the profile's wheel %s"
+                            % (package["distribution"], url or "an index", package["wheel"]))
+        elif not package["wheel"] and url is not None:
+            problems.append("%s was installed from %s, not from the profile's index %s"
+                            % (package["distribution"], url, package["source"]))
+    return problems
+
+
+def verdict(plan, observed, gpus_required=True):
+    """Compare what the host has with the plan.
+
+    observed may hold 'state' (versions and direct_urls, what inspect_stack.py reports without importing),
+    'marker' (the virtualenv's completion marker), 'verification' (modules and pip_check, what it reports when
+    importing) and 'wheelhouse' (file names). Returns exact (complete, and exactly the plan's pins from the plan's
+    sources), ok (no problem in what was observed), the problems, notes on what was not checked, and the pip check
+    lines that the profile causes on purpose with the text that explains them.
+    """
+    problems, notes = [], []
+    result = {"exact": False}
+    if "state" in observed:
+        state_problems = _state_problems(plan, observed["state"])
+        problems += state_problems
+        result["exact"] = not state_problems and observed.get("marker") == plan["marker"]
+    if "wheelhouse" in observed:
+        missing = missing_wheels(plan["packages"], observed["wheelhouse"])
+        if missing:
+            problems.append("ml_stack_wheelhouse_path=%s lacks wheels for: %s; add them, or set "
+                            "ml_stack_wheelhouse_controller_path to have the controller download them"
+                            % (plan["wheelhouse"], "; ".join(missing)))
+    if "verification" in observed:
+        verification = observed["verification"]
+        modules = verification["modules"]
+        torch = modules.get("torch", {})
+        for module in plan["imports"]:
+            error = modules.get(module, {}).get("error")
+            if modules.get(module, {}).get("ok"):
+                continue
+            if not gpus_required and needs_driver(error):
+                notes.append("import %s needs the NVIDIA driver (libcuda.so.1), which this host lacks; not checked "
+                             "further (ml_stack_gpus_required: false)" % module)
+                continue
+            problems.append("import %s failed: %s. Diagnosis: %s"
+                            % (module, error_line(error), diagnose(module, error, plan, torch.get("version"))))
+        if torch.get("ok") and torch.get("cuda") != plan["cuda"]:
+            problems.append("torch %s reports torch.version.cuda %s, the profile expects %s (python.torch.cuda): a torch "
+                            "built for another CUDA, or a profile whose python.torch.cuda does not match its torch"
+                            % (torch.get("version"), torch.get("cuda"), plan["cuda"]))
+        deliberate, unexpected = classify_pip_check(verification["pip_check"], plan["versions"])
+        if unexpected:
+            problems.append("pip check reports problems the profile does not explain: %s" % " | ".join(unexpected))
+        result["deliberate"] = deliberate
+        result["explanation"] = pip_check_explanation(plan["profile"], deliberate)
+    result.update(ok=not problems, problems=problems, notes=notes)
+    return result

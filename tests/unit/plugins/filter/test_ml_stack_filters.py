@@ -1,0 +1,33 @@
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.blackwell.gpu_node.plugins.filter.ml_stack import FilterModule
+
+FILTERS = FilterModule().filters()
+
+
+def test_the_three_filters_are_registered():
+    assert sorted(FILTERS) == ["ml_stack_dependencies", "ml_stack_plan", "ml_stack_verdict"]
+
+
+SETTINGS = {"venv_path": "/srv/ml-env", "python": "/usr/bin/python3", "wheelhouse_path": "/srv/wheels",
+            "index_url": "https://pypi.org/simple", "index_mirrors": {}, "pip_environment": {}}
+
+
+def test_settings_missing_are_problems_naming_the_variables():
+    problems = FILTERS["ml_stack_plan"]({}, {"name": "cu130"}, {})["problems"]
+    assert problems[0] == "ml_stack_venv_path=None is not an absolute path below /"
+
+
+def test_incomplete_host_input_is_a_filter_error_not_a_crash():
+    with pytest.raises(AnsibleFilterError, match=r"ml_stack_plan: incomplete input, KeyError: 'python'"):
+        FILTERS["ml_stack_plan"](SETTINGS, {"name": "cu130"}, {})
+
+
+def test_incomplete_verdict_input_is_a_filter_error_not_a_crash():
+    with pytest.raises(AnsibleFilterError, match=r"ml_stack_verdict: incomplete input, KeyError: 'versions'"):
+        FILTERS["ml_stack_verdict"]({}, {"state": {}})
+
+
+def test_dependencies_filter_keeps_what_is_not_pinned():
+    assert FILTERS["ml_stack_dependencies"](["torch==2.9.1", "uvicorn"], ["torch"]) == ["uvicorn"]

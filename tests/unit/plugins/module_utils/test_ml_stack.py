@@ -1,0 +1,439 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+    PIP_OPTIONS,
+    build_plan,
+    classify_pip_check,
+    dependencies,
+    diagnose,
+    error_line,
+    manylinux_platforms,
+    missing_wheels,
+    verdict,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+
+ROOT = Path(__file__).resolve().parents[4]
+PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
+CU130 = resolve("cu130", PROFILES)
+CU128 = resolve("cu128", PROFILES)
+SGL_KERNEL_CU130_URL = ("https://github.com/sgl-project/whl/releases/download/v0.3.21/"
+                        "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl")
+SGL_KERNEL_CU130_WHEEL = "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl"
+
+SETTINGS = {
+    "venv_path": "/home/sglang/ml-env",
+    "venv_owner": "sglang",
+    "python": "/usr/bin/python3",
+    "index_url": "https://pypi.org/simple",
+    "index_mirrors": {},
+    "pip_environment": {},
+    "offline": False,
+    "wheelhouse_path": "/var/cache/blackwell-gpu-node/wheelhouse",
+    "wheelhouse_controller_path": None,
+}
+HOST = {
+    "python": {"version": "3.11.2", "implementation": "cpython", "machine": "x86_64", "glibc": "2.36", "venv_error": None},
+    "owner": True,
+    "venv_path": {"exists": False, "islnk": False},
+    "parent_exists": True,
+}
+
+
+def plan_of(profile=CU130, host=None, **settings):
+    return build_plan(dict(SETTINGS, **settings), profile, host or HOST)
+
+
+def host_with(**python):
+    host = copy.deepcopy(HOST)
+    host["python"].update(python)
+    return host
+
+
+# The plan: where the virtualenv goes, and the pip runs.
+
+def test_reference_profile_is_installed_in_two_pip_runs_sglang_alone_first():
+    plan = plan_of()
+    assert plan["problems"] == []
+    assert plan["install"]["sglang"] == ["install"] + PIP_OPTIONS + [
+        "--no-deps", "--index-url", "https://pypi.org/simple", "sglang===0.5.9"]
+    assert plan["install"]["stack"] == ["install"] + PIP_OPTIONS + [
+        "--index-url", "https://pypi.org/simple",
+        "--extra-index-url", "https://download.pytorch.org/whl/cu130",
+        "--extra-index-url", "https://flashinfer.ai/whl/cu130",
+        "torch===2.9.1+cu130",
+        "sgl-kernel @ " + SGL_KERNEL_CU130_URL,
+        "flashinfer-python===0.6.4",
+        "flashinfer-cubin===0.6.4",
+        "flashinfer-jit-cache===0.6.4+cu130",
+    ]
+
+
+def test_every_pin_is_in_the_constraints_that_the_virtualenvs_pip_conf_names():
+    plan = plan_of()
+    pins = [line for line in plan["constraints"].splitlines() if not line.startswith("#")]
+    assert pins == ["torch===2.9.1+cu130", "sgl-kernel===0.3.21", "flashinfer-python===0.6.4",
+                    "flashinfer-cubin===0.6.4", "flashinfer-jit-cache===0.6.4+cu130", "sglang===0.5.9"]
+    assert "constraint = %s/ml-stack-constraints.txt\n" % plan["venv_dir"] in plan["pip_conf"]
+
+
+def test_virtualenv_is_named_after_profile_and_digest_beside_the_stable_path():
+    plan = plan_of(venv_path="/home/sglang/ml-env/")
+    assert plan["venv_path"] == "/home/sglang/ml-env"
+    assert plan["venv_name"] == "ml-env.cu130-" + plan["digest"]
+    assert plan["venv_dir"] == "/home/sglang/" + plan["venv_name"]
+    assert len(plan["digest"]) == 8
+
+
+def test_digest_changes_with_any_pin_or_the_python_and_nothing_else():
+    reference = plan_of()["digest"]
+    assert plan_of(index_mirrors={"https://pypi.org/simple": "https://mirror/simple"})["digest"] == reference
+    newer_torch = copy.deepcopy(CU130)
+    newer_torch["python"]["torch"]["version"] = "2.9.2+cu130"
+    assert plan_of(newer_torch)["digest"] != reference
+    assert plan_of(python="/opt/python3.11/bin/python3")["digest"] != reference
+    assert plan_of(host=host_with(version="3.12.1"))["digest"] != reference
+
+
+def test_profiles_get_different_virtualenvs():
+    assert plan_of(CU128)["venv_dir"] != plan_of()["venv_dir"]
+
+
+def test_cu128_takes_everything_but_the_jit_cache_from_pypi():
+    plan = plan_of(CU128)
+    assert plan["versions"] == {"torch": "2.9.1", "sgl-kernel": "0.3.21", "flashinfer-python": "0.6.4",
+                                "flashinfer-cubin": "0.6.4", "flashinfer-jit-cache": "0.6.4+cu128", "sglang": "0.5.9"}
+    assert plan["cuda"] == "12.8"
+    assert "sgl-kernel===0.3.21" in plan["install"]["stack"]
+
+
+def test_a_profile_without_jit_cache_installs_none():
+    profile = copy.deepcopy(CU128)
+    profile["python"]["flashinfer_jit_cache"]["version"] = None
+    plan = plan_of(profile)
+    assert "flashinfer-jit-cache" not in plan["versions"]
+    assert "https://flashinfer.ai/whl/cu128" not in plan["install"]["stack"]
+
+
+def test_longest_matching_mirror_replaces_the_prefix_and_the_origin_says_so():
+    plan = plan_of(index_mirrors={
+        "https://download.pytorch.org/": "http://127.0.0.1:1/all/",
+        "https://download.pytorch.org/whl/cu130": "http://127.0.0.1:1/torch-cu130",
+        "https://pypi.org/simple": "file:///srv/pypi/simple",
+    })
+    assert plan["install"]["stack"][len(PIP_OPTIONS) + 1:len(PIP_OPTIONS) + 5] == [
+        "--index-url", "file:///srv/pypi/simple", "--extra-index-url", "http://127.0.0.1:1/torch-cu130"]
+    torch_probe = [probe for probe in plan["sources"] if probe["project"] == "torch"][0]
+    assert torch_probe == {
+        "url": "http://127.0.0.1:1/torch-cu130", "project": "torch", "version": "2.9.1+cu130",
+        "origin": "stack_profiles.cu130.python.torch.source=https://download.pytorch.org/whl/cu130 through ml_stack_index_mirrors",
+    }
+
+
+def test_sources_probe_each_pinned_version_and_each_wheel():
+    probes = [(probe["url"], probe["project"], probe["version"]) for probe in plan_of()["sources"]]
+    assert probes == [
+        ("https://download.pytorch.org/whl/cu130", "torch", "2.9.1+cu130"),
+        (SGL_KERNEL_CU130_URL, None, None),
+        ("https://pypi.org/simple", "flashinfer-python", "0.6.4"),
+        ("https://pypi.org/simple", "flashinfer-cubin", "0.6.4"),
+        ("https://flashinfer.ai/whl/cu130", "flashinfer-jit-cache", "0.6.4+cu130"),
+        ("https://pypi.org/simple", "sglang", "0.5.9"),
+    ]
+
+
+def test_a_main_index_no_pinned_package_names_is_probed_at_its_root():
+    probes = plan_of(index_url="https://mirror.example/simple")["sources"]
+    assert probes[-1] == {"url": "https://mirror.example/simple", "project": None, "version": None,
+                          "origin": "ml_stack_index_url"}
+
+
+def test_offline_installs_only_from_the_wheelhouse_and_probes_no_source():
+    plan = plan_of(offline=True, wheelhouse_path="/srv/wheels/")
+    wheelhouse = ["--no-index", "--find-links", "/srv/wheels"]
+    assert plan["install"]["sglang"] == ["install"] + PIP_OPTIONS + ["--no-deps"] + wheelhouse + ["sglang===0.5.9"]
+    assert plan["install"]["stack"][len(PIP_OPTIONS) + 1:len(PIP_OPTIONS) + 5] == wheelhouse + ["torch===2.9.1+cu130"]
+    assert "sgl-kernel @ file:///srv/wheels/" + SGL_KERNEL_CU130_WHEEL in plan["install"]["stack"]
+    assert plan["sources"] == []
+    assert plan["download"] is None
+
+
+def test_the_controller_downloads_for_the_hosts_python_and_glibc_from_the_online_sources():
+    plan = plan_of(offline=True, wheelhouse_controller_path="/srv/wheelhouses")
+    download = plan["download"]
+    assert download["folder"].startswith("/srv/wheelhouses/cu130-")
+    assert download["folder"].endswith("-cp311-manylinux_2_36_x86_64")
+    assert download["partial"] == download["folder"] + ".partial"
+    target = ["--dest", download["partial"], "--only-binary=:all:", "--python-version", "3.11",
+              "--implementation", "cp", "--abi", "cp311", "--platform", "manylinux_2_36_x86_64"]
+    assert download["sglang"][:len(PIP_OPTIONS) + 1 + len(target)] == ["download"] + PIP_OPTIONS + target
+    assert download["sglang"][-4:] == ["--no-deps", "--index-url", "https://pypi.org/simple", "sglang===0.5.9"]
+    assert "sgl-kernel @ " + SGL_KERNEL_CU130_URL in download["stack"]
+    assert download["pinned"] == list(plan["versions"])
+    assert download["sources"][0]["url"] == "https://download.pytorch.org/whl/cu130"
+
+
+def test_manylinux_platforms_go_down_to_the_oldest_glibc_with_the_legacy_aliases():
+    x86_64 = manylinux_platforms("2.36", "x86_64")
+    assert x86_64[:2] == ["manylinux_2_36_x86_64", "manylinux_2_35_x86_64"]
+    assert x86_64.index("manylinux2014_x86_64") == x86_64.index("manylinux_2_17_x86_64") + 1
+    assert x86_64[-3:] == ["manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    aarch64 = manylinux_platforms("2.35", "aarch64")
+    assert aarch64[-3:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"]
+
+
+# The plan's refusals: each names the variable and the fix.
+
+@pytest.mark.parametrize("settings, host, expected", [
+    ({"venv_path": "ml-env"}, {}, "ml_stack_venv_path=ml-env is not an absolute path below /"),
+    ({"python": "python3"}, {}, "ml_stack_python=python3 is not an absolute path below /"),
+    ({"wheelhouse_controller_path": "wheels"}, {}, "ml_stack_wheelhouse_controller_path=wheels is not an absolute path"),
+    ({"index_url": "pypi.org/simple"}, {}, "ml_stack_index_url=pypi.org/simple is not an http(s):// or file:// URL"),
+    ({"index_mirrors": {"https://pypi.org/simple": "mirror"}}, {},
+     "ml_stack_index_mirrors[https://pypi.org/simple]='mirror' is not an http(s):// or file:// URL"),
+    ({"index_mirrors": ["https://mirror"]}, {}, "ml_stack_index_mirrors must map URL prefixes"),
+    ({"pip_environment": {"PIP_DEFAULT_TIMEOUT": 60}}, {}, "ml_stack_pip_environment must map environment variable names"),
+    ({}, {"python": {"error": "exit status 2"}}, "ml_stack_python=/usr/bin/python3 cannot run on this host (exit status 2)"),
+    ({}, {"python": dict(HOST["python"], version="3.9.18")},
+     "ml_stack_python=/usr/bin/python3 is Python 3.9.18, older than the 3.10 that stack profile cu130 needs"),
+    ({}, {"python": dict(HOST["python"], implementation="pypy")}, "is pypy; the stack's wheels are built for CPython"),
+    ({}, {"python": dict(HOST["python"], venv_error="No module named 'ensurepip'")},
+     "cannot create virtualenvs (No module named 'ensurepip'); on Debian and Ubuntu install python3-venv"),
+    ({}, {"owner": False}, "ml_stack_venv_owner=sglang is not a user on this host"),
+    ({}, {"venv_path": {"exists": True, "islnk": False}}, "ml_stack_venv_path=/home/sglang/ml-env exists and is not a link"),
+    ({}, {"parent_exists": False}, "its directory /home/sglang does not exist"),
+    ({}, {"python": dict(HOST["python"], machine="aarch64")},
+     "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl is a wheel for x86_64, but this host is aarch64"),
+    ({"offline": True, "wheelhouse_controller_path": "/srv/wheels"}, {"python": dict(HOST["python"], glibc=None)},
+     "this host's Python reports no glibc"),
+])
+def test_bad_settings_or_host_are_problems_naming_the_variable(settings, host, expected):
+    problems = plan_of(host=dict(HOST, **host), **settings)["problems"]
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_every_problem_is_reported_at_once():
+    host = dict(HOST, owner=False, parent_exists=False)
+    assert len(plan_of(host=host)["problems"]) == 2
+
+
+def test_a_profile_name_that_cannot_name_a_directory_is_refused():
+    assert "cannot name a directory" in plan_of(dict(CU130, name="../cu130"))["problems"][0]
+
+
+def test_a_wheel_source_must_be_a_wheel_of_its_package():
+    profile = copy.deepcopy(CU130)
+    profile["python"]["sgl_kernel"]["source"] = "https://example.org/flashinfer_python-0.6.4-py3-none-any.whl"
+    assert "is a wheel of flashinfer_python, not of sgl-kernel" in plan_of(profile)["problems"][0]
+
+
+# sglang's requirements, the wheelhouse, pip check.
+
+def test_dependencies_leave_out_the_pinned_packages_and_extras_and_keep_markers():
+    requires = [
+        "flashinfer_python==0.6.3", "Flashinfer.Cubin==0.6.3", "sgl-kernel==0.3.21", "torch==2.9.1",
+        "uvicorn", 'torchcodec==0.8.0; sys_platform != "linux" or platform_machine != "aarch64"',
+        'diffusers==0.36.0; extra == "diffusion"', 'st_attn==0.0.7; (platform_machine != "aarch64") and extra=="diffusion"',
+    ]
+    pinned = ["torch", "sgl-kernel", "flashinfer-python", "flashinfer-cubin", "sglang"]
+    assert dependencies(requires, pinned) == [
+        "uvicorn", 'torchcodec==0.8.0; sys_platform != "linux" or platform_machine != "aarch64"']
+
+
+def test_missing_wheels_names_each_pinned_package_the_wheelhouse_lacks():
+    packages = plan_of(offline=True)["packages"]
+    present = ["torch-2.9.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl", SGL_KERNEL_CU130_WHEEL,
+               "Flashinfer_Python-0.6.4-py3-none-any.whl", "flashinfer_cubin-0.6.3-py3-none-any.whl",
+               "flashinfer_jit_cache-0.6.4+cu130-cp39-abi3-manylinux_2_28_x86_64.whl", "sglang-0.5.9.tar.gz"]
+    assert missing_wheels(packages, present) == [
+        "flashinfer-cubin 0.6.4 (a wheel for this Python and platform)",
+        "sglang 0.5.9 (a wheel for this Python and platform)",
+    ]
+
+
+def test_pip_check_lines_of_a_pinned_package_at_its_pin_are_deliberate_others_are_not():
+    versions = plan_of()["versions"]
+    output = "\n".join([
+        "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.",
+        "sglang 0.5.9 has requirement flashinfer_cubin==0.6.3, but you have flashinfer-cubin 0.6.4.",
+        "torchaudio 2.9.1 has requirement torch==2.9.1, but you have torch 2.10.0.",
+        "xgrammar 0.1.27 requires ninja, which is not installed.",
+        "",
+    ])
+    deliberate, unexpected = classify_pip_check(output, versions)
+    assert deliberate == [
+        "sglang 0.5.9 has requirement flashinfer_cubin==0.6.3, but you have flashinfer-cubin 0.6.4.",
+        "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.",
+    ]
+    assert unexpected == ["torchaudio 2.9.1 has requirement torch==2.9.1, but you have torch 2.10.0.",
+                          "xgrammar 0.1.27 requires ninja, which is not installed."]
+    assert classify_pip_check("No broken requirements found.\n", versions) == ([], [])
+
+
+# Diagnoses of failed imports.
+
+@pytest.mark.parametrize("module, error, expected", [
+    ("sgl_kernel", "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory",
+     "sgl_kernel wants libnvrtc.so.12: a CUDA 12 wheel on this CUDA 13.0 stack (profile cu130). Install the package "
+     "from the profile's source, as this role does. PyPI's sgl-kernel is built with CUDA 12.9; the profile takes it "
+     "from " + SGL_KERNEL_CU130_URL + "."),
+    ("flashinfer", "OSError: libcudart.so.12.8.90: cannot open shared object file: No such file or directory",
+     "flashinfer wants libcudart.so.12: a CUDA 12 wheel on this CUDA 13.0 stack"),
+    ("torch", "ImportError: libcublasLt.so.13: cannot open shared object file: No such file or directory",
+     "libcublasLt.so.13 is not found by the dynamic linker: torch's nvidia-* runtime wheels are missing"),
+    ("sgl_kernel", "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
+     "libcuda.so.1 is the NVIDIA driver's library: this host has no driver"),
+    ("sgl_kernel", "ImportError: /v/sgl_kernel/common_ops.abi3.so: undefined symbol: "
+                   "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib",
+     "ABI mismatch: sgl_kernel was built against another torch than the installed 2.10.0+cu130 (undefined symbol "
+     "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib); the profile pins torch 2.9.1+cu130"),
+    ("sglang", "ModuleNotFoundError: No module named 'sglang'", "sglang is not installed in the virtualenv"),
+    ("sgl_kernel", "ImportError: libnuma.so.1: cannot open shared object file: No such file or directory",
+     "libnuma.so.1 is a system library that sgl_kernel links and this host lacks; install the package that provides "
+     "it (list it in ml_stack_system_packages; sgl-kernel's libnuma.so.1 is Debian's and Ubuntu's libnuma1)"),
+    ("flashinfer", "RuntimeError: something else", "no known cause"),
+])
+def test_import_errors_are_diagnosed(module, error, expected):
+    assert expected in diagnose(module, error, plan_of(), "2.10.0+cu130")
+
+
+# The verdict.
+
+def installed(plan, **changes):
+    state = {
+        "versions": dict(plan["versions"]),
+        "direct_urls": dict((name, None) for name in plan["versions"]),
+    }
+    state["direct_urls"]["sgl-kernel"] = "file:///srv/wheels/" + SGL_KERNEL_CU130_WHEEL
+    for name, value in changes.items():
+        state[name].update(value)
+    return state
+
+
+def verification(**modules):
+    imported = {
+        "torch": {"ok": True, "version": "2.9.1+cu130", "cuda": "13.0"},
+        "sgl_kernel": {"ok": True}, "flashinfer": {"ok": True}, "sglang": {"ok": True},
+    }
+    imported.update(modules)
+    return {"modules": imported, "pip_check": (
+        "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.\n")}
+
+
+def test_exactly_installed_needs_every_pin_its_wheel_and_the_marker():
+    plan = plan_of()
+    assert verdict(plan, {"state": installed(plan), "marker": plan["marker"]})["exact"]
+    assert not verdict(plan, {"state": installed(plan), "marker": dict(plan["marker"], digest="0")})["exact"]
+    assert not verdict(plan, {"state": installed(plan), "marker": None})["exact"]
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"versions": {"torch": "2.10.0"}}, "torch is 2.10.0, the profile pins 2.9.1+cu130"),
+    ({"versions": {"flashinfer-cubin": None}}, "flashinfer-cubin is not installed (the profile pins 0.6.4)"),
+    ({"direct_urls": {"sgl-kernel": None}},
+     "sgl-kernel was installed from an index, not from the profile's wheel " + SGL_KERNEL_CU130_WHEEL),
+    ({"direct_urls": {"torch": "file:///tmp/torch-2.9.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl"}},
+     "torch was installed from file:///tmp/torch-2.9.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl, not from the "
+     "profile's index https://download.pytorch.org/whl/cu130"),
+])
+def test_another_version_or_build_is_not_exact_and_says_why(changes, expected):
+    plan = plan_of()
+    result = verdict(plan, {"state": installed(plan, **changes), "marker": plan["marker"]})
+    assert not result["exact"]
+    assert expected in result["problems"]
+
+
+def test_verification_passes_and_explains_the_deliberate_pip_check_lines():
+    plan = plan_of()
+    result = verdict(plan, {"state": installed(plan), "verification": verification()})
+    assert result["ok"] and result["problems"] == []
+    assert result["deliberate"] == [
+        "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4."]
+    assert result["explanation"].splitlines()[-1] == result["deliberate"][0]
+    assert all(line.startswith("#") for line in result["explanation"].splitlines()[:-1])
+
+
+def test_torch_reporting_another_cuda_fails_verification():
+    plan = plan_of()
+    result = verdict(plan, {"state": installed(plan), "verification": verification(
+        torch={"ok": True, "version": "2.9.1+cu128", "cuda": "12.8"})})
+    assert result["problems"] == [
+        "torch 2.9.1+cu128 reports torch.version.cuda 12.8, the profile expects 13.0 (python.torch.cuda): a torch built "
+        "for another CUDA, or a profile whose python.torch.cuda does not match its torch"]
+
+
+def test_a_failed_import_fails_verification_with_its_diagnosis():
+    plan = plan_of()
+    error = "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory"
+    result = verdict(plan, {"verification": verification(sgl_kernel={"ok": False, "error": error})})
+    assert not result["ok"]
+    assert result["problems"][0].startswith("import sgl_kernel failed: " + error + ". Diagnosis: sgl_kernel wants")
+
+
+def test_a_missing_driver_is_a_note_only_where_gpus_are_not_required():
+    plan = plan_of()
+    error = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+    observed = {"verification": verification(sgl_kernel={"ok": False, "error": error})}
+    assert not verdict(plan, observed)["ok"]
+    relaxed = verdict(plan, observed, gpus_required=False)
+    assert relaxed["ok"]
+    assert relaxed["notes"] == ["import sgl_kernel needs the NVIDIA driver (libcuda.so.1), which this host lacks; "
+                                "not checked further (ml_stack_gpus_required: false)"]
+
+
+def test_an_unexplained_pip_check_line_fails_verification():
+    plan = plan_of()
+    observed = verification()
+    observed["pip_check"] += "xgrammar 0.1.27 requires ninja, which is not installed.\n"
+    result = verdict(plan, {"verification": observed})
+    assert result["problems"] == [
+        "pip check reports problems the profile does not explain: xgrammar 0.1.27 requires ninja, which is not installed."]
+
+
+def test_a_wheelhouse_lacking_wheels_is_a_problem_naming_the_variable():
+    plan = plan_of(offline=True)
+    result = verdict(plan, {"wheelhouse": []})
+    assert result["problems"][0].startswith(
+        "ml_stack_wheelhouse_path=/var/cache/blackwell-gpu-node/wheelhouse lacks wheels for: torch 2.9.1+cu130")
+
+
+# What sgl-kernel 0.3.21 raises where it cannot load its kernels (recorded on a machine without GPU driver): it
+# tries three places and lists every failure; the first is the cause.
+SGL_KERNEL_WITHOUT_DRIVER = """ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!
+
+Attempted locations:
+1. Architecture-specific pattern: /v/sgl_kernel/sm100/common_ops.* - found files: ['/v/sgl_kernel/sm100/common_ops.abi3.so']
+2. Fallback pattern: /v/sgl_kernel/common_ops.* - found files: []
+3. Standard Python import: common_ops - failed
+
+GPU Info:
+- Compute capability: None
+- Expected variant: CPU/No GPU detected (using precise math)
+
+Please ensure sgl_kernel is properly installed with:
+pip install --upgrade sgl_kernel
+
+Error details from previous import attempts:
+- ImportError: libcuda.so.1: cannot open shared object file: No such file or directory
+- ModuleNotFoundError: No module named 'common_ops'"""
+
+
+def test_the_line_that_names_the_cause_stands_for_a_long_import_error():
+    assert error_line(SGL_KERNEL_WITHOUT_DRIVER) == (
+        "- ImportError: libcuda.so.1: cannot open shared object file: No such file or directory")
+    assert error_line("RuntimeError: first\nsecond") == "RuntimeError: first"
+    assert error_line("") == "no error text"
+
+
+def test_sgl_kernel_without_driver_is_diagnosed_by_its_first_failure_not_its_last():
+    assert diagnose("sgl_kernel", SGL_KERNEL_WITHOUT_DRIVER, plan_of()).startswith(
+        "libcuda.so.1 is the NVIDIA driver's library")
+    observed = {"verification": verification(sgl_kernel={"ok": False, "error": SGL_KERNEL_WITHOUT_DRIVER})}
+    assert verdict(plan_of(), observed, gpus_required=False)["ok"]
+    assert verdict(plan_of(), observed)["problems"][0].startswith(
+        "import sgl_kernel failed: - ImportError: libcuda.so.1: cannot open shared object file: No such file or "
+        "directory. Diagnosis: libcuda.so.1 is the NVIDIA driver's library")
