@@ -72,12 +72,12 @@ def measure(count):
         with tempfile.TemporaryDirectory() as scratch:
             inventory = inventory_for(Path(scratch), names)
             playbook(inventory, "molecule/resources/prepare_model.yml")
-            fresh, _ = playbook(inventory, "blackwell.gpu_node.site")
+            fresh = playbook(inventory, "blackwell.gpu_node.site")[0]
             again, recap = playbook(inventory, "blackwell.gpu_node.site")
             if any(host["changed"] for host in recap.values()):
                 sys.exit("The second site run changed something: %s" % recap)
             tasks = max(host["ok"] for host in recap.values())
-            floor, _ = playbook(inventory, str(floor_playbook(Path(scratch), tasks)))
+            floor = playbook(inventory, str(floor_playbook(Path(scratch), tasks)))[0]
             return fresh, again, floor, tasks
     finally:
         remove_nodes(names)

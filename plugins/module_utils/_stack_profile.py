@@ -19,6 +19,24 @@ SOURCE = ("an http(s):// or file:// URL: a package index (PEP 503, like https://
 # PEP 440 public version with an optional local label (+cu130); pip matches it exactly with ===.
 PIN_PATTERN = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?$")
 
+
+def _pin(value):
+    return isinstance(value, str) and PIN_PATTERN.match(value) is not None
+
+
+def _source(value):
+    return isinstance(value, str) and re.match(r"^(https?://[^/\s]+|file://)/\S*$", value) is not None
+
+
+
+def _strings(value):
+    return isinstance(value, list) and value != [] and all(isinstance(item, str) for item in value)
+
+
+def _version(value, parts):
+    return isinstance(value, str) and re.match(r"^\d+(\.\d+){%d}$" % (parts - 1), value) is not None
+
+
 # Every field a role reads, with a test and what it must be.
 FIELDS = (
     ("description", lambda value: isinstance(value, str) and value != "", "a non-empty string"),
@@ -38,20 +56,20 @@ FIELDS = (
     # The Python stack the ml_stack role installs into a virtualenv: each package's exact version and where it
     # comes from; torch also names the CUDA version it must report.
     ("python.min_version", lambda value: _version(value, 2), "major.minor like 3.10 (quoted in YAML)"),
-    ("python.torch.version", lambda value: _pin(value), PIN),
-    ("python.torch.source", lambda value: _source(value), SOURCE),
+    ("python.torch.version", _pin, PIN),
+    ("python.torch.source", _source, SOURCE),
     ("python.torch.cuda", lambda value: _version(value, 2), "the CUDA version torch.version.cuda reports, like 13.0"),
-    ("python.sgl_kernel.version", lambda value: _pin(value), PIN),
-    ("python.sgl_kernel.source", lambda value: _source(value), SOURCE),
-    ("python.flashinfer_python.version", lambda value: _pin(value), PIN),
-    ("python.flashinfer_python.source", lambda value: _source(value), SOURCE),
-    ("python.flashinfer_cubin.version", lambda value: _pin(value), PIN),
-    ("python.flashinfer_cubin.source", lambda value: _source(value), SOURCE),
+    ("python.sgl_kernel.version", _pin, PIN),
+    ("python.sgl_kernel.source", _source, SOURCE),
+    ("python.flashinfer_python.version", _pin, PIN),
+    ("python.flashinfer_python.source", _source, SOURCE),
+    ("python.flashinfer_cubin.version", _pin, PIN),
+    ("python.flashinfer_cubin.source", _source, SOURCE),
     # flashinfer runs without its JIT cache (it compiles kernels on first use instead).
     ("python.flashinfer_jit_cache.version", lambda value: value is None or _pin(value), PIN + ", or null for none"),
-    ("python.flashinfer_jit_cache.source", lambda value: _source(value), SOURCE),
-    ("python.sglang.version", lambda value: _pin(value), PIN),
-    ("python.sglang.source", lambda value: _source(value), SOURCE),
+    ("python.flashinfer_jit_cache.source", _source, SOURCE),
+    ("python.sglang.version", _pin, PIN),
+    ("python.sglang.source", _source, SOURCE),
 )
 
 
@@ -66,22 +84,6 @@ def os_id(distribution, version):
 
 class StackProfileError(ValueError):
     pass
-
-
-def _strings(value):
-    return isinstance(value, list) and value != [] and all(isinstance(item, str) for item in value)
-
-
-def _version(value, parts):
-    return isinstance(value, str) and re.match(r"^\d+(\.\d+){%d}$" % (parts - 1), value) is not None
-
-
-def _pin(value):
-    return isinstance(value, str) and PIN_PATTERN.match(value) is not None
-
-
-def _source(value):
-    return isinstance(value, str) and re.match(r"^(https?://[^/\s]+|file://)/\S*$", value) is not None
 
 
 def _lookup(profile, dotted):

@@ -44,8 +44,8 @@ HOST = {
 }
 
 
-def plan_of(profile=CU130, host=None, **settings):
-    return build_plan(dict(SETTINGS, **settings), profile, host or HOST)
+def plan_of(profile=None, host=None, **settings):
+    return build_plan(dict(SETTINGS, **settings), profile or CU130, host or HOST)
 
 
 def host_with(**python):
@@ -401,8 +401,9 @@ def test_a_wheelhouse_lacking_wheels_is_a_problem_naming_the_variable():
         "ml_stack_wheelhouse_path=/var/cache/blackwell-gpu-node/wheelhouse lacks wheels for: torch 2.9.1+cu130")
 
 
-# What sgl-kernel 0.3.21 raises where it cannot load its kernels (recorded on a machine without GPU driver): it
-# tries three places and lists every failure; the first is the cause.
+# What sgl-kernel 0.3.21 raises where it cannot load its kernels, as its load_utils.py words it (the real cu128
+# run, tests/molecule_real, met it on this machine, which has no GPU driver): it tries three places and lists
+# every failure; the first is the cause.
 SGL_KERNEL_WITHOUT_DRIVER = """ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!
 
 Attempted locations:

@@ -200,7 +200,7 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     argv = ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi k2",
             "--api-key", "s3cr$t", "--served-model-name", "50%"]
     text, secrets = core.systemd_unit("sglang", argv, {"SGLANG_STANDIN_STEP": "0.05", "NOTE": "a b"},
-                                 "/var/log/sglang/sglang.log", 30, "/var/lib/blackwell-gpu-node/sglang.secret.env")
+                                      "/var/log/sglang/sglang.log", 30, "/var/lib/blackwell-gpu-node/sglang.secret.env")
     exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
     assert exec_start == ('ExecStart=/home/sglang/ml-env/bin/python -m sglang.launch_server --model-path '
                           '"/shared/kimi k2" --api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name "50%%"')
