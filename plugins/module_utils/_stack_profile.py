@@ -28,7 +28,6 @@ def _source(value):
     return isinstance(value, str) and re.match(r"^(https?://[^/\s]+|file://)/\S*$", value) is not None
 
 
-
 def _strings(value):
     return isinstance(value, list) and value != [] and all(isinstance(item, str) for item in value)
 
