@@ -1,0 +1,30 @@
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import (
+    control_character_problem,
+    control_character_problems,
+)
+
+
+@pytest.mark.parametrize("value", [
+    "a\nExecStartPre=/bin/sh -c id", "trailing\n", "a\rb", "nul\0", "tab\there", "esc\x1b[2J", "del\x7f",
+    "next line\x85", "line\u2028separator", "paragraph\u2029separator",
+])
+def test_control_characters_are_named_with_the_variable(value):
+    problem = control_character_problem(value, "sglang_server_env.FOO")
+    assert problem.startswith("sglang_server_env.FOO: the value holds the control character U+")
+    assert "remove it" in problem
+
+
+@pytest.mark.parametrize("value", ["", "/home/sglang/ml-env", "--api-key=s3cr3t", "ünïcödé ok", 16777216, 1.5])
+def test_printable_values_pass(value):
+    assert control_character_problem(value, "x") is None
+
+
+def test_position_and_code_point_are_reported():
+    assert "U+000A at position 3" in control_character_problem("abc\ndef", "name")
+
+
+def test_every_bad_pair_is_reported():
+    assert control_character_problems([("a", "ok"), ("b", "x\n"), ("c", "\ry")]) == [
+        control_character_problem("x\n", "b"), control_character_problem("\ry", "c")]
