@@ -1,0 +1,35 @@
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import (
+    MASK,
+    masked_argv,
+    masked_text,
+    secret_values,
+)
+
+
+def test_both_spellings_of_every_secret_flag_are_masked():
+    argv = ["python", "-m", "sglang.launch_server", "--api-key", "k1", "--admin-api-key=k2", "--port", "30000"]
+    assert masked_argv(argv) == ["python", "-m", "sglang.launch_server", "--api-key", MASK,
+                                 "--admin-api-key=" + MASK, "--port", "30000"]
+    assert secret_values(argv) == ["k1", "k2"]
+
+
+def test_a_flag_the_user_adds_is_masked_and_others_are_not():
+    argv = ["--hf-token", "hf_x", "--api-key", "k", "--model-path=/m"]
+    assert masked_argv(argv, ("--hf-token",)) == ["--hf-token", MASK, "--api-key", "k", "--model-path=/m"]
+
+
+def test_a_secret_flag_as_the_last_word_leaves_nothing_to_mask():
+    assert masked_argv(["--port", "1", "--api-key"]) == ["--port", "1", "--api-key"]
+
+
+def test_server_args_line_and_given_values_are_masked():
+    line = ("[2026-11-30 10:00:00] server_args=ServerArgs(model_path='/m', api_key='s3cr3t', "
+            "admin_api_key=\"adm\", port=30000) token hf_abc")
+    shown = masked_text(line, values=["hf_abc"])
+    assert "s3cr3t" not in shown and "adm" not in shown and "hf_abc" not in shown
+    assert "api_key='%s'" % MASK in shown and "admin_api_key='%s'" % MASK in shown
+    assert "model_path='/m'" in shown and "port=30000" in shown
+
+
+def test_empty_values_do_not_mask_everything():
+    assert masked_text("plain line", values=["", None]) == "plain line"
