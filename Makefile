@@ -22,7 +22,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
 .PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait \
-	bench-site ml-stack-real
+	bench-site ml-stack-real device-evidence
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
@@ -30,6 +30,7 @@ help:
 	@echo "make build  build the collection tarball"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
+	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
@@ -104,6 +105,13 @@ bench-wait: toolchain
 
 bench-site: toolchain engine
 	$(FIXTURES); python bench/site.py
+
+# The real-host evidence in tests/data/h200 belongs to the code it ran: fails when roles, plugins or
+# playbooks changed since tests/device/record_site.sh last ran on a lent GPU host.
+device-evidence:
+	@recorded=$$(sed -n 's/^tree digest: //p' tests/data/h200/site_commit.txt); current=$$(tests/device/tree_digest.sh); \
+	if [ "$$recorded" = "$$current" ]; then echo "tests/data/h200 was recorded on this code ($$current, $$(sed -n 's/^commit: //p' tests/data/h200/site_commit.txt))"; \
+	else echo "tests/data/h200 was recorded on code $$recorded, the tree is $$current: re-run tests/device/record_site.sh on a lent GPU host (tests/device/README.md)" >&2; exit 1; fi
 
 build: toolchain
 	ansible-galaxy collection build --force --output-path .build

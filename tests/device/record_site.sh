@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
-# Usage (repository root, on the GPU host): tests/device/record_site.sh OUTPUT_DIR STACK_INDEX
-# The site playbook for real on a GPU host with a local connection, GPUs required: preflight,
-# cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack index fixture
-# (STACK_INDEX, carried along: the host has no internet), runtime_env and sglang_server (the
-# index's sglang is the stand-in); then a second run, validate and stop.
+# Usage (repository root, on the lent GPU host):
+#   GPU_NODE_COMMIT=<git commit of this tree> tests/device/record_site.sh OUTPUT_DIR STACK_INDEX
+# The device run that finishes every change to a role or module: the site playbook for real with a
+# local connection and GPUs required, twice (the second must change nothing), then validate and
+# stop. preflight, cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack
+# index fixture (STACK_INDEX, carried along: the host has no internet), runtime_env and
+# sglang_server (the index's sglang is the stand-in, holding GPU memory through torch).
+# site_commit.txt names the commit and the digest of the code that ran (tests/device/tree_digest.sh);
+# `make device-evidence` checks that the kept output belongs to the working tree.
+# Exits non-zero when a playbook failed or the second run changed something.
 set -uo pipefail
 out=${1:?usage: record_site.sh OUTPUT_DIR STACK_INDEX}
 index=$(cd "${2:?usage: record_site.sh OUTPUT_DIR STACK_INDEX}" && pwd)
 mkdir -p "$out"
+
+gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+{
+  echo "commit: ${GPU_NODE_COMMIT:-unknown}"
+  echo "tree digest: $(tests/device/tree_digest.sh)"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), PID 1 $(cat /proc/1/comm)"
+  echo "gpus: $gpus"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "python3: $(python3 --version 2>&1) at $(command -v python3); /usr/bin/python3: $(/usr/bin/python3 --version 2>&1)"
+  echo "python3-apt for /usr/bin/python3: $(/usr/bin/python3 -c 'import apt_pkg; print("present")' 2>/dev/null || echo absent)"
+} >"$out/site_commit.txt" 2>&1
 
 # shellcheck source=tests/device/ansible_from_wheels.sh
 . tests/device/ansible_from_wheels.sh
@@ -23,7 +39,7 @@ all:
           ansible_python_interpreter: /usr/bin/python3
           gpu_node_become: false
           preflight_expected_gpu_family: hopper
-          preflight_expected_gpu_count: 2
+          preflight_expected_gpu_count: $gpus
           ml_stack_venv_path: /opt/ml-env
           ml_stack_index_mirrors:
             https://pypi.org/simple: file://$index/pypi/simple
@@ -32,24 +48,36 @@ all:
             https://github.com/sgl-project/whl/releases/download/v0.3.21/: file://$index/sgl-kernel-cu130/files/
           runtime_env_nccl_overrides: {NCCL_NVLS_ENABLE: 0}
           sglang_server_model_path: /tmp/models/tiny
-          sglang_server_tensor_parallel_size: 2
+          sglang_server_tensor_parallel_size: $gpus
           sglang_server_env: {SGLANG_STANDIN_STEP: "0.05"}
 YAML
+failed=0
 playbook() {
   local name=$1; shift
   echo "\$ ansible-playbook blackwell.gpu_node.$name $*"
-  local begin=$SECONDS
+  local begin=$SECONDS status
   python3 /tmp/site/bin/ansible-playbook -i /tmp/inventory.yml "blackwell.gpu_node.$name" "$@"
-  echo "[exit $? after $((SECONDS - begin)) s]"
+  status=$?
+  [ "$status" -eq 0 ] || failed=1
+  echo "[exit $status after $((SECONDS - begin)) s]"
   echo
 }
+summary() { grep -E '^\$|^\[exit|PLAY RECAP|^localhost|"msg"|problem|fatal' "$1"; }
 playbook site >"$out/site.txt" 2>&1
-{ playbook site; playbook validate; } 2>&1 | grep -E '^\$|^\[exit|PLAY RECAP|^localhost|"msg"|problem|fatal' >"$out/site_again.txt"
+playbook site >/tmp/site_again.txt 2>&1
+playbook validate >/tmp/validate.txt 2>&1
+grep -q 'localhost *: ok=[0-9]* *changed=0 ' /tmp/site_again.txt || { echo "the second run changed something" >>"$out/site_commit.txt"; failed=1; }
+{ summary /tmp/site_again.txt; summary /tmp/validate.txt; } >"$out/site_again.txt"
 { ldconfig -p | grep -E 'libcudart|libnvrtc'; ls -la /etc/ld.so.conf.d /usr/local/cuda; cat /etc/profile.d/blackwell-gpu-node-cuda.sh
   /opt/ml-env/bin/python -c 'import torch, sglang, flashinfer, sgl_kernel; print(torch.__version__, torch.version.cuda, sglang.__version__, flashinfer.__version__)'
   env -i /opt/ml-env/bin/python -c 'import os; print({k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL", "CUDA", "SGLANG", "FLASHINFER", "TRITON"))})'
   python3 -c 'import urllib.request as u; print("/health", u.urlopen("http://127.0.0.1:30000/health").status)'
+  echo "server processes (user, pid, command):"; pgrep -f sglang.launch_server | xargs -r ps -o user=,pid=,args= -p
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+  ls -la /var/log/sglang
   tail -n 5 /var/log/sglang/sglang.log
   playbook stop
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 } >"$out/site_effect.txt" 2>&1
 ls -la "$out"
+exit "$failed"
