@@ -15,7 +15,8 @@ import re
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
-CUDA_DIRECTORY = re.compile(r"/usr/local/cuda-(\d+)(?:\.\d+)?(?=/|$)")
+# ASCII digits: \d would read "cuda-١٢" as CUDA 12.
+CUDA_DIRECTORY = re.compile(r"/usr/local/cuda-([0-9]+)(?:\.[0-9]+)?(?=/|\Z)")
 
 
 def entries(text):

@@ -73,7 +73,7 @@ def test_unversioned_link_counts_as_the_version_it_points_at():
 
 @pytest.mark.parametrize("entry,major", [("/usr/local/cuda-12.8/lib64", 12), ("/usr/local/cuda-13/lib64", 13),
                                          ("/usr/local/cuda-13.0", 13), ("/usr/local/cuda-130x/lib", None),
-                                         ("/usr/lib/x86_64-linux-gnu", None)])
+                                         ("/usr/lib/x86_64-linux-gnu", None), ("/usr/local/cuda-\u0661\u0662/lib", None)])
 def test_cuda_major(entry, major):
     assert cuda_major(entry, lambda path: path) == major
 
