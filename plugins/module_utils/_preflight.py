@@ -14,14 +14,14 @@ import re
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id
 
-# Compute capability -> GPU family, as NVIDIA numbers them.
+# Compute capability -> GPU family, as NVIDIA numbers them. Matched whole (fullmatch), in ASCII digits.
 FAMILIES = (
-    ("blackwell", re.compile(r"^1[0-2]\.")),
-    ("hopper", re.compile(r"^9\.")),
-    ("ada", re.compile(r"^8\.9$")),
-    ("ampere", re.compile(r"^8\.[0-7]$")),
-    ("turing", re.compile(r"^7\.5$")),
-    ("volta", re.compile(r"^7\.[0-2]$")),
+    ("blackwell", re.compile(r"1[0-2]\.[0-9]+")),
+    ("hopper", re.compile(r"9\.[0-9]+")),
+    ("ada", re.compile(r"8\.9")),
+    ("ampere", re.compile(r"8\.[0-7]")),
+    ("turing", re.compile(r"7\.5")),
+    ("volta", re.compile(r"7\.[0-2]")),
 )
 FAMILY_NAMES = tuple(name for name, _pattern in FAMILIES)
 
@@ -39,13 +39,13 @@ GIB = 1024 ** 3
 
 def family_of(compute_capability):
     for name, pattern in FAMILIES:
-        if pattern.match(compute_capability or ""):
+        if pattern.fullmatch(compute_capability or ""):
             return name
     return None
 
 
 def driver_branch(driver_version):
-    match = re.match(r"^(\d+)\.", driver_version or "")
+    match = re.match(r"([0-9]+)\.", driver_version or "")
     return int(match.group(1)) if match else None
 
 
@@ -145,15 +145,23 @@ def check_gpus(report, settings, profile, gpu):
             "find out which GPU is missing (nvidia-smi -L, dmesg | grep -i nvrm)." % (expected_count, len(gpus)))
 
     per_node, nnodes = settings["tensor_parallel_size"] * settings["pipeline_parallel_size"], settings["nnodes"]
-    if per_node % nnodes == 0 and per_node // nnodes > len(gpus):
+    if not parallel_sizes_split_evenly(settings):
+        return  # check_parallelism says why
+    if per_node // nnodes > len(gpus):
         report.problems.append(
             "preflight_tensor_parallel_size=%d x preflight_pipeline_parallel_size=%d over preflight_nnodes=%d needs %d "
             "GPU(s) per node, but this host has %d: lower the parallel sizes or add nodes." % (
                 settings["tensor_parallel_size"], settings["pipeline_parallel_size"], nnodes, per_node // nnodes,
                 len(gpus)))
-    elif per_node % nnodes == 0:
+    else:
         report.checked.append("tp %d x pp %d over %d node(s) fits %d GPU(s)" % (
             settings["tensor_parallel_size"], settings["pipeline_parallel_size"], nnodes, len(gpus)))
+
+
+def parallel_sizes_split_evenly(settings):
+    """Each size is 1 or more and the ranks split evenly over the nodes."""
+    tp, pp, nnodes = settings["tensor_parallel_size"], settings["pipeline_parallel_size"], settings["nnodes"]
+    return min(tp, pp, nnodes) >= 1 and (tp * pp) % nnodes == 0
 
 
 def check_parallelism(report, settings):

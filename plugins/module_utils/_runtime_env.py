@@ -16,7 +16,12 @@ __metaclass__ = type
 
 import re
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+
+# Both used with fullmatch: match with "$" would accept a trailing newline.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# ASCII only: str.isdigit() is also true for "²" and "١٦", which int() refuses or reads as other digits.
+DIGITS = re.compile(r"[0-9]+")
 
 NCCL_NTHREADS_ALLOWED = ("64", "128", "256", "512")
 NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
@@ -44,7 +49,11 @@ class RuntimeEnvError(ValueError):
 
 
 def _as_text(value, where, problems):
-    """Environment values are strings; numbers are accepted and converted."""
+    """Environment values are strings; numbers are accepted and converted.
+
+    Every value ends up in the rendered Python module and in the server's environment, so one
+    line of printable text only.
+    """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         problems.append(
             "%s: %r is a %s; an environment value must be a string or a number (quote it in YAML)"
@@ -52,10 +61,15 @@ def _as_text(value, where, problems):
         )
         return None
     text = str(value)
-    if "\0" in text:
-        problems.append("%s: the value contains a NUL byte, which no environment can hold" % where)
+    problem = control_character_problem(text, where)
+    if problem:
+        problems.append(problem)
         return None
     return text
+
+
+def _positive_integer(text):
+    return DIGITS.fullmatch(text) is not None and int(text) > 0
 
 
 def _check_choice_list(value, allowed, where, problems):
@@ -80,7 +94,7 @@ def _check_nccl_algo(value, where, problems):
 def _check_nccl_value(name, value, where, problems):
     if name == "NCCL_NTHREADS" and value not in NCCL_NTHREADS_ALLOWED:
         problems.append("%s: %r is not one of %s" % (where, value, ", ".join(NCCL_NTHREADS_ALLOWED)))
-    elif name in NCCL_POSITIVE_INTEGERS and not (value.isdigit() and int(value) > 0):
+    elif name in NCCL_POSITIVE_INTEGERS and not _positive_integer(value):
         problems.append("%s: %r is not a positive integer" % (where, value))
     elif name == "NCCL_PROTO":
         _check_choice_list(value, NCCL_PROTOCOLS, where, problems)
@@ -92,7 +106,7 @@ def _check_nccl_value(name, value, where, problems):
 
 def _check_channels(nccl, where, problems):
     low, high = nccl.get("NCCL_MIN_NCHANNELS"), nccl.get("NCCL_MAX_NCHANNELS")
-    if low and high and low.isdigit() and high.isdigit() and int(low) > int(high):
+    if low and high and _positive_integer(low) and _positive_integer(high) and int(low) > int(high):
         problems.append(
             "%s: NCCL_MIN_NCHANNELS (%s) is larger than NCCL_MAX_NCHANNELS (%s)" % (where, low, high)
         )
@@ -100,7 +114,7 @@ def _check_channels(nccl, where, problems):
 
 def _nccl_environment(profile, profiles, overrides, problems):
     if not isinstance(profiles, dict) or profile not in profiles:
-        known = ", ".join(sorted(profiles)) if isinstance(profiles, dict) else "none"
+        known = ", ".join(sorted(str(name) for name in profiles)) if isinstance(profiles, dict) else "none"
         problems.append(
             "runtime_env_nccl_profile: %r is not a known NCCL profile; known: %s "
             "(add one to runtime_env_nccl_profiles)" % (profile, known)
@@ -117,7 +131,7 @@ def _nccl_environment(profile, profiles, overrides, problems):
             continue
         for name, value in layer.items():
             where = "%s.%s" % (origin, name)
-            if not ENV_NAME.match(str(name)) or not str(name).startswith("NCCL_"):
+            if not ENV_NAME.fullmatch(str(name)) or not str(name).startswith("NCCL_"):
                 problems.append("%s: only NCCL_* variables belong here; put others in runtime_env_extra_env" % where)
                 continue
             if value is None:
@@ -139,7 +153,7 @@ def _extra_environment(extra, problems):
     result = {}
     for name, value in extra.items():
         where = "runtime_env_extra_env.%s" % name
-        if not isinstance(name, str) or not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             problems.append(
                 "%s: %r is not a valid environment variable name (letters, digits and '_', not starting with a digit)"
                 % (where, name)
@@ -162,7 +176,24 @@ def _absolute_path(value, variable, problems):
     return text
 
 
+def _forced(force, environment, problems):
+    if not isinstance(force, list):
+        problems.append("runtime_env_force: %r is not a list of variable names" % (force,))
+        return []
+    forced = []
+    for name in force:
+        if not isinstance(name, str) or name not in environment:
+            problems.append(
+                "runtime_env_force: %r is not a variable this role renders; rendered: %s"
+                % (name, ", ".join(sorted(environment)))
+            )
+        elif name not in forced:
+            forced.append(name)
+    return sorted(forced)
+
+
 def build_environment(
+    venv_path,
     cuda_home,
     triton_ptxas_path,
     nccl_profile,
@@ -175,10 +206,14 @@ def build_environment(
 ):
     """Return ``{"environment": {name: value}, "force": [names]}`` or raise RuntimeEnvError.
 
+    ``venv_path`` is not part of the environment; it is checked here because the role writes it
+    into a comment of the rendered module.
+
     ``flashinfer_disable_version_check`` off means the variable is left out:
     flashinfer disables its check for ANY non-empty value, "0" included.
     """
     problems = []
+    _absolute_path(venv_path, "runtime_env_venv_path", problems)
     environment = {
         "CUDA_HOME": _absolute_path(cuda_home, "runtime_env_cuda_home", problems),
         "TRITON_PTXAS_PATH": _absolute_path(triton_ptxas_path, "runtime_env_triton_ptxas_path", problems),
@@ -190,19 +225,10 @@ def build_environment(
         environment["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
     environment.update(_extra_environment(extra_env or {}, problems))
 
-    forced = []
-    for name in force or []:
-        if name not in environment:
-            problems.append(
-                "runtime_env_force: %r is not a variable this role renders; rendered: %s"
-                % (name, ", ".join(sorted(environment)))
-            )
-        elif name not in forced:
-            forced.append(name)
-
+    forced = _forced([] if force is None else force, environment, problems)
     if problems:
         raise RuntimeEnvError(problems)
     return {
         "environment": dict(sorted(environment.items())),
-        "force": sorted(forced),
+        "force": forced,
     }

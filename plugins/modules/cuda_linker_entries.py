@@ -21,6 +21,8 @@ description:
   - With O(stale=disable), a file made only of such entries is renamed with O(suffix), so that C(ldconfig)
     no longer reads it and the original can be restored by renaming it back. A file that mixes them with
     other entries is reported and never edited.
+  - A C(*.conf) file that is not UTF-8 text is neither checked nor changed; it is listed in RV(undecodable_files)
+    with a warning.
   - Run C(ldconfig) afterwards when the task reports a change.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -35,7 +37,7 @@ attributes:
     platforms: debian
 options:
   major:
-    description: The CUDA major version the linker should see, for example V(13).
+    description: The CUDA major version the linker should see, for example V(13); 1 or more.
     type: int
     required: true
   conf_dir:
@@ -48,7 +50,10 @@ options:
     choices: [disable, report]
     default: disable
   suffix:
-    description: Appended to the name of a disabled file.
+    description:
+      - Appended to the name of a disabled file.
+      - Not empty, no C(/), no control character, and not ending in C(.conf) (C(ldconfig) would still read the
+        file).
     type: str
     default: .disabled-by-blackwell-gpu-node
 """
@@ -81,23 +86,22 @@ mixed_files:
   returned: always
   type: list
   elements: str
+undecodable_files:
+  description: C(*.conf) files that are not UTF-8 text, neither checked nor changed; look at them by hand.
+  returned: always
+  type: list
+  elements: str
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import classify
-
-
-def read_conf_files(conf_dir):
-    files = {}
-    for name in sorted(os.listdir(conf_dir)):
-        path = os.path.join(conf_dir, name)
-        if name.endswith(".conf") and os.path.isfile(path):
-            with open(path) as handle:
-                files[path] = handle.read()
-    return files
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import (
+    classify,
+    option_problems,
+    read_conf_files,
+)
 
 
 def main():
@@ -111,15 +115,20 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    problems = option_problems(params["major"], params["suffix"])
+    if problems:
+        module.fail_json(msg="; ".join(problems))
     if not os.path.isdir(params["conf_dir"]):
         module.fail_json(msg="conf_dir=%s is not a directory" % params["conf_dir"])
-    files = read_conf_files(params["conf_dir"])
+    files, undecodable = read_conf_files(params["conf_dir"])
+    for path in undecodable:
+        module.warn("%s is not UTF-8 text: it was neither checked nor changed; look at it by hand." % path)
     found = classify(files, params["major"], os.path.realpath)
     disabled = []
     if params["stale"] == "disable":
         disabled = [dict(to=path + params["suffix"], **{"from": path}) for path in found["stale_files"]]
     result = dict(changed=bool(disabled), stale_entries=found["stale_entries"], disabled=disabled,
-                  mixed_files=found["mixed_files"])
+                  mixed_files=found["mixed_files"], undecodable_files=undecodable)
     result["diff"] = dict(before="\n".join(sorted(files)) + "\n",
                           after="\n".join(sorted(set(files) - set(found["stale_files"] if disabled else []))) + "\n")
     if not module.check_mode:

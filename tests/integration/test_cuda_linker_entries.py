@@ -39,3 +39,20 @@ def test_check_mode_and_report_change_nothing(tmp_path):
 def test_missing_directory_fails_naming_it(tmp_path):
     result = run_module("cuda_linker_entries", major=13, conf_dir=str(tmp_path / "nope"))
     assert result["failed"] is True and result["msg"] == "conf_dir=%s is not a directory" % (tmp_path / "nope")
+
+
+def test_a_file_that_is_not_utf8_is_left_alone_with_a_warning(tmp_path):
+    directory = conf_dir(tmp_path)
+    (directory / "latin1.conf").write_bytes(b"# R\xe9glage\n/usr/local/cuda-12.8/lib64\n")
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(directory))
+    assert result["undecodable_files"] == [str(directory / "latin1.conf")]
+    assert any("latin1.conf is not UTF-8 text" in warning for warning in result["warnings"])
+    assert (directory / "latin1.conf").exists() and len(result["disabled"]) == 1
+
+
+def test_a_suffix_ending_in_conf_fails_before_anything_is_renamed(tmp_path):
+    directory = conf_dir(tmp_path)
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(directory), suffix=".old.conf")
+    assert result["failed"] is True
+    assert result["msg"] == "suffix='.old.conf' must not end in .conf: ldconfig would still read the file"
+    assert (directory / "987_cuda-12.conf").exists()

@@ -6,6 +6,7 @@ from ansible_collections.blackwell.gpu_node.plugins.filter.runtime_environment i
 runtime_environment = FilterModule().filters()["runtime_environment"]
 
 SETTINGS = {
+    "venv_path": "/opt/ml-env",
     "cuda_home": "/usr/local/cuda-13.0",
     "triton_ptxas_path": "/usr/local/cuda-13.0/bin/ptxas",
     "nccl_profile": "none",

@@ -3,7 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import classify, cuda_major, entries
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import (
+    classify,
+    cuda_major,
+    entries,
+    option_problems,
+    read_conf_files,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 
@@ -66,7 +73,7 @@ def test_unversioned_link_counts_as_the_version_it_points_at():
 
 @pytest.mark.parametrize("entry,major", [("/usr/local/cuda-12.8/lib64", 12), ("/usr/local/cuda-13/lib64", 13),
                                          ("/usr/local/cuda-13.0", 13), ("/usr/local/cuda-130x/lib", None),
-                                         ("/usr/lib/x86_64-linux-gnu", None)])
+                                         ("/usr/lib/x86_64-linux-gnu", None), ("/usr/local/cuda-\u0661\u0662/lib", None)])
 def test_cuda_major(entry, major):
     assert cuda_major(entry, lambda path: path) == major
 
@@ -74,3 +81,31 @@ def test_cuda_major(entry, major):
 def test_entries_skip_comments_blank_lines_and_includes():
     assert entries("# multiarch\n/lib/x86_64-linux-gnu  # main\n\ninclude /etc/other/*.conf\n/usr/lib\n") == [
         "/lib/x86_64-linux-gnu", "/usr/lib"]
+
+
+def test_a_file_that_is_not_utf8_is_reported_and_never_classified(tmp_path):
+    (tmp_path / "latin1.conf").write_bytes(b"# R\xe9glage du site\n/usr/local/cuda-12/lib64\n")
+    (tmp_path / "987_cuda-12.conf").write_bytes(b"/usr/local/cuda-12/targets/x86_64-linux/lib\n")
+    (tmp_path / "notes.txt").write_bytes(b"\xff\n")
+    files, undecodable = read_conf_files(str(tmp_path))
+    assert files == {str(tmp_path / "987_cuda-12.conf"): "/usr/local/cuda-12/targets/x86_64-linux/lib\n"}
+    assert undecodable == [str(tmp_path / "latin1.conf")]
+
+
+@pytest.mark.parametrize("major, suffix, problem", [
+    (0, ".disabled", "major=0 must be a CUDA major version, 1 or more"),
+    (-12, ".disabled", "major=-12 must be a CUDA major version, 1 or more"),
+    (13, "", "suffix='' must not be empty: the file would keep its name"),
+    (13, "/../../x", "suffix='/../../x' must not hold '/': the file would move out of conf_dir"),
+    (13, ".old.conf", "suffix='.old.conf' must not end in .conf: ldconfig would still read the file"),
+])
+def test_options_that_would_disable_the_wrong_files_are_refused(major, suffix, problem):
+    assert option_problems(major, suffix) == [problem]
+
+
+def test_a_control_character_in_the_suffix_is_refused():
+    assert option_problems(13, ".off\n") == [control_character_problem(".off\n", "suffix")]
+
+
+def test_the_default_options_are_fine():
+    assert option_problems(13, ".disabled-by-blackwell-gpu-node") == []

@@ -7,6 +7,7 @@ import yaml
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import parse_query
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import (
     GIB,
+    driver_branch,
     evaluate,
     family_of,
 )
@@ -275,3 +276,26 @@ def test_free_space_probe_measures_the_nearest_existing_ancestor(tmp_path):
     (tmp_path / "ml-env").mkdir()
     (tmp_path / "ml-env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     assert measure(tmp_path / "ml-env")["venv_exists"] is True
+
+
+@pytest.mark.parametrize("capability", ["8.9\n", "12.0\n", "9.0 ", "12.0abc", "\u0661\u0662.0"])
+def test_a_compute_capability_with_anything_after_it_has_no_family(capability):
+    assert family_of(capability) is None
+
+
+@pytest.mark.parametrize("version, branch", [("580.95.05", 580), ("580", None), ("\u0665\u0668\u0660.95", None), (None, None)])
+def test_driver_branch_reads_ascii_digits_only(version, branch):
+    assert driver_branch(version) == branch
+
+
+def test_zero_nodes_is_a_message_not_a_division_by_zero():
+    report = evaluate(settings(nnodes=0), CU130, observed())
+    assert "preflight_nnodes=0 must be 1 or more." in report["problems"]
+    assert not [line for line in report["checked"] if line.startswith("tp ")]
+
+
+@pytest.mark.parametrize("name", ["tensor_parallel_size", "pipeline_parallel_size", "nnodes"])
+def test_negative_sizes_are_refused_and_never_said_to_fit(name):
+    report = evaluate(settings(**{name: -8}), CU130, observed())
+    assert "preflight_%s=-8 must be 1 or more." % name in report["problems"]
+    assert not [line for line in report["checked"] if line.startswith("tp ")]

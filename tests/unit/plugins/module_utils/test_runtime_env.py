@@ -4,6 +4,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env im
     RuntimeEnvError,
     build_environment,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
 PCIE_BLACKWELL = {
     "NCCL_PROTO": "LL",
@@ -19,6 +20,7 @@ PROFILES = {"pcie_blackwell": PCIE_BLACKWELL, "none": {}}
 
 def build(**changes):
     settings = dict(
+        venv_path="/opt/ml-env",
         cuda_home="/usr/local/cuda-13.0",
         triton_ptxas_path="/usr/local/cuda-13.0/bin/ptxas",
         nccl_profile="pcie_blackwell",
@@ -196,12 +198,6 @@ def test_values_must_be_strings_or_numbers(value):
     assert problem.endswith("an environment value must be a string or a number (quote it in YAML)")
 
 
-def test_nul_byte_is_refused():
-    assert problems(extra_env={"SOME_VAR": "a\0b"}) == [
-        "runtime_env_extra_env.SOME_VAR: the value contains a NUL byte, which no environment can hold"
-    ]
-
-
 def test_cuda_paths_must_be_absolute():
     assert problems(cuda_home="cuda", triton_ptxas_path="bin/ptxas") == [
         "runtime_env_cuda_home: 'cuda' must be an absolute path",
@@ -222,3 +218,61 @@ def test_every_problem_is_reported_at_once():
         cuda_home="relative",
     )
     assert len(found) == 4
+
+
+@pytest.mark.parametrize("name", ["SOME_VAR\n", "NCCL_DEBUG\n"])
+def test_a_name_with_a_trailing_newline_is_refused(name):
+    option = "runtime_env_nccl_overrides" if name.startswith("NCCL_") else "runtime_env_extra_env"
+    (problem,) = problems(**{option[len("runtime_env_"):]: {name: "x"}})
+    assert problem.startswith("%s.%s" % (option, name))
+
+
+@pytest.mark.parametrize("value", ["a\nimport os", "a\rb", "a\x1bb", "a\x7fb", "a\x85b", "a\u2028b", "a\0b"])
+def test_control_characters_in_values_are_refused_naming_the_variable(value):
+    assert problems(extra_env={"SOME_VAR": value}) == [control_character_problem(value, "runtime_env_extra_env.SOME_VAR")]
+
+
+@pytest.mark.parametrize("name,value", [("NCCL_PROTO", "LL\n"), ("NCCL_DEBUG", "INFO\nX"), ("NCCL_ALGO", "Ring\r")])
+def test_control_characters_in_nccl_values_are_refused(name, value):
+    assert problems(nccl_overrides={name: value}) == [
+        control_character_problem(value, "runtime_env_nccl_overrides.%s" % name)]
+
+
+def test_control_characters_in_cuda_paths_are_refused():
+    assert problems(cuda_home="/usr/local/cuda\nimport os") == [
+        control_character_problem("/usr/local/cuda\nimport os", "runtime_env_cuda_home")]
+
+
+@pytest.mark.parametrize("value", ["\u0661\u0666", "\u00b2", "\uff11\uff16", "1\u00b2"])
+@pytest.mark.parametrize("name", ["NCCL_BUFFSIZE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"])
+def test_unicode_digits_are_not_a_positive_integer(name, value):
+    # str.isdigit() is true for these, and int() fails on some and reads others as ASCII digits.
+    assert problems(nccl_profile="none", nccl_overrides={name: value}) == [
+        "runtime_env_nccl_overrides.%s: %r is not a positive integer" % (name, value)]
+
+
+def test_unicode_digits_in_both_channel_bounds_are_messages_not_a_crash():
+    found = problems(nccl_profile="none", nccl_overrides={"NCCL_MIN_NCHANNELS": "\u00b2", "NCCL_MAX_NCHANNELS": "\u00b9"})
+    assert len(found) == 2 and all("is not a positive integer" in problem for problem in found)
+
+
+def test_the_virtualenv_path_must_be_absolute():
+    assert problems(venv_path="opt/ml-env") == ["runtime_env_venv_path: 'opt/ml-env' must be an absolute path"]
+
+
+def test_the_virtualenv_path_may_not_hold_a_control_character():
+    # It is written into a comment of the rendered Python module: a newline there would start a statement.
+    path = "/opt/ml-env\nimport os"
+    assert problems(venv_path=path) == [control_character_problem(path, "runtime_env_venv_path")]
+
+
+@pytest.mark.parametrize("force", ["CUDA_HOME", [["CUDA_HOME"]], [None], {"CUDA_HOME": 1}])
+def test_force_must_be_a_list_of_names(force):
+    (problem,) = problems(force=force)
+    assert problem.startswith("runtime_env_force: ")
+
+
+def test_profile_names_of_any_type_are_listed_not_a_crash():
+    assert problems(nccl_profile="nvlink", nccl_profiles={1: {}, "none": {}}) == [
+        "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: 1, none "
+        "(add one to runtime_env_nccl_profiles)"]

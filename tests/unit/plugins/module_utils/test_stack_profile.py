@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import StackProfileError, resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
 SHIPPED = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles" / "stack" / "defaults" / "main.yml").read_text())
 PROFILES = SHIPPED["stack_profiles"]
@@ -43,7 +44,7 @@ def test_new_profile_missing_fields_names_each_and_where_to_fix_it():
         resolve("site", PROFILES, {"site": partial})
     message = str(error.value)
     assert "fix stack_profiles_custom.site" in message
-    assert "cuda.home is missing (it must be an absolute path)" in message
+    assert "cuda.home is missing (it must be an absolute path of letters, digits" in message
     assert "cuda.driver_branch_min='580' is not the oldest driver branch, an integer like 580" in message
     assert "architectures=['x86_64', 'ppc64le'] is not a non-empty list among x86_64, aarch64" in message
 
@@ -90,3 +91,52 @@ def test_malformed_python_stack_fields_are_named(field, value, expected):
     with pytest.raises(StackProfileError) as error:
         resolve("cu130", PROFILES, {"cu130": {"python": {field: value}}})
     assert expected in str(error.value)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("cuda.version", "13.0.1\n"), ("cuda.series", "13.0\n"), ("cuda.apt_package", "cuda-toolkit-13-0\n"),
+    ("cuda.apt_version", "13.0.1-1\n"), ("python.torch.version", "2.9.1+cu130\n"), ("python.min_version", "3.10\n"),
+    ("python.sglang.source", "https://pypi.org/simple\n"), ("operating_systems", ["debian12\n"]),
+])
+def test_a_trailing_newline_is_refused(field, value):
+    overlay = value
+    for key in reversed(field.split(".")):
+        overlay = {key: overlay}
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, {"cu130": overlay})
+    assert field in str(error.value)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("cuda.home", "/usr/local/cuda-13.0\nexport LD_PRELOAD=/tmp/x.so"),
+    ("cuda.home", "/usr/local/cuda-13.0\x85"),
+    ("python.torch.source", "https://download.pytorch.org/whl/cu130\x00"),
+    ("python.sglang.source", "file:///srv/wheels\x7f"),
+    ("description", "CUDA 13\n[global]"),
+])
+def test_control_characters_are_refused_naming_the_custom_field(field, value):
+    overlay = value
+    for key in reversed(field.split(".")):
+        overlay = {key: overlay}
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, {"cu130": overlay})
+    assert control_character_problem(value, "stack_profiles_custom.cu130.%s" % field) in str(error.value)
+
+
+@pytest.mark.parametrize("home", ["/usr/local/cuda 13", "/usr/local/cuda-$(id)", "/opt/cuda;reboot", "/opt/`x`"])
+def test_cuda_home_is_a_plain_path_because_it_reaches_a_shell_profile(home):
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, {"cu130": {"cuda": {"home": home}}})
+    assert "cuda.home=%r is not an absolute path" % home in str(error.value)
+
+
+@pytest.mark.parametrize("profiles", [[PROFILES["cu130"]], ["cu130"], "cu130", None, {"cu130": None}, {1: {}}])
+def test_shipped_profiles_that_are_not_a_mapping_of_mappings_are_named(profiles):
+    with pytest.raises(StackProfileError, match=r"^stack_profiles must map profile names to profiles"):
+        resolve("cu130", profiles)
+
+
+@pytest.mark.parametrize("custom", [[{"cu130": {}}], "cu130", {130: {}}])
+def test_custom_profiles_that_are_not_a_mapping_of_mappings_are_named(custom):
+    with pytest.raises(StackProfileError, match=r"^stack_profiles_custom must map profile names to profiles"):
+        resolve("cu130", PROFILES, custom)

@@ -1,0 +1,58 @@
+"""The Python module the runtime_env role renders, rendered by Ansible's templar and run here.
+
+The rule "a value already in the environment wins, unless the name is forced" lives in that
+module; these tests render the role's template and execute the result against a fake environ.
+"""
+import os
+import runpy
+from pathlib import Path
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import build_environment
+
+TEMPLATE = Path(__file__).resolve().parents[3] / "roles" / "runtime_env" / "templates" / "_blackwell_gpu_node_env.py.j2"
+SETTINGS = dict(cuda_home="/usr/local/cuda-13.0", triton_ptxas_path="/usr/local/cuda-13.0/bin/ptxas",
+                nccl_profile="none", nccl_profiles={"none": {}}, extra_env={"HF_HUB_OFFLINE": 1})
+
+
+def render(venv_path="/opt/ml-env", force=()):
+    settings = build_environment(venv_path="/opt/ml-env", force=list(force), **SETTINGS)
+    templar = Templar(loader=DataLoader(), variables=dict(
+        ansible_managed="Ansible managed", runtime_env_venv_path=venv_path, __runtime_env_settings=settings))
+    return templar.template(trust_as_template(TEMPLATE.read_text()))
+
+
+def run(source, tmp_path, monkeypatch, environ):
+    """Execute the rendered module as the .pth hook would, with environ as os.environ."""
+    module = tmp_path / "_blackwell_gpu_node_env.py"
+    module.write_text(source)
+    monkeypatch.setattr(os, "environ", environ)
+    runpy.run_path(str(module), run_name="_blackwell_gpu_node_env")
+    return environ
+
+
+def test_rendered_values_fill_an_empty_environment(tmp_path, monkeypatch):
+    environ = run(render(), tmp_path, monkeypatch, {})
+    assert environ == {"CUDA_HOME": "/usr/local/cuda-13.0", "FLASHINFER_DISABLE_VERSION_CHECK": "1",
+                       "HF_HUB_OFFLINE": "1", "SGLANG_DISABLE_CUDNN_CHECK": "1",
+                       "TRITON_PTXAS_PATH": "/usr/local/cuda-13.0/bin/ptxas"}
+
+
+def test_a_value_already_in_the_environment_wins(tmp_path, monkeypatch):
+    environ = run(render(), tmp_path, monkeypatch, {"HF_HUB_OFFLINE": "0", "CUDA_HOME": "/opt/cuda"})
+    assert environ["HF_HUB_OFFLINE"] == "0" and environ["CUDA_HOME"] == "/opt/cuda"
+
+
+def test_a_forced_value_replaces_the_one_in_the_environment(tmp_path, monkeypatch):
+    environ = run(render(force=["HF_HUB_OFFLINE"]), tmp_path, monkeypatch, {"HF_HUB_OFFLINE": "0", "CUDA_HOME": "/opt/cuda"})
+    assert environ["HF_HUB_OFFLINE"] == "1" and environ["CUDA_HOME"] == "/opt/cuda"
+
+
+@pytest.mark.parametrize("separator", ["\n", "\r", "\r\n"])
+def test_a_hostile_virtualenv_path_cannot_add_code(tmp_path, monkeypatch, separator):
+    # The role refuses such a path before rendering; the template must not depend on that.
+    source = render(venv_path="/opt/ml-env%simport os; os.environ['INJECTED'] = '1'%s#" % (separator, separator))
+    assert "INJECTED" not in run(source, tmp_path, monkeypatch, {})
