@@ -3,7 +3,8 @@
     make bench-wait        (or: .venv/bin/python bench/wait_for_server.py [--runs N] [--skip-cpu])
 
 1. False alarms over the real logs in tests/data/sglang_logs: the module's classifier
-   against a case-insensitive `error|traceback|exception|failed` grep.
+   against a case-insensitive `error|traceback|exception|failed` grep, and the reference
+   loop itself (its greps run on each log replayed line by line).
 2. Latency from the ready line being written to the task returning, and from a traceback
    being written to the task failing, each as an ansible-playbook task (median and max).
 3. CPU seconds of the whole ansible-playbook process tree while waiting 30 s on a log that
@@ -38,6 +39,19 @@ TRACEBACK = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
 )
 NAIVE = re.compile(r"error|traceback|exception|failed", re.IGNORECASE)
+# The reference loop as operators wrote it: `while true; do grep -q "fired up" log && break;
+# grep -iE "error|traceback|exception|failed" log && break; sleep 5; done`. Its first grep that hits
+# ends it; here a hit of the second one exits 1 (the task fails) and the timeout bounds it.
+REFERENCE_LOOP_BODY = """while true; do
+  grep -q "fired up" "{log}" && break
+  grep -iqE "error|traceback|exception|failed" "{log}" && exit 1
+  [ $SECONDS -lt $end ] || exit 1
+  sleep 5
+done"""
+# One poll of that loop: what it concludes from the file as it is now.
+REFERENCE_POLL = """grep -q "fired up" "$1" && echo ready && exit
+grep -iqE "error|traceback|exception|failed" "$1" && echo failed && exit
+echo waiting"""
 FAILURE_TIMEOUT = 10  # what wait_for and the shell loop are given in the failure case
 
 TASKS = {
@@ -53,13 +67,10 @@ TASKS = {
         search_regex: "The server is fired up and ready to roll!"
         timeout: {timeout}
 """,
-    "shell loop (grep every 5 s)": """
+    "reference loop (grep every 5 s)": """
     - ansible.builtin.shell: |
         end=$((SECONDS + {timeout}))
-        until grep -q "The server is fired up and ready to roll!" "{log}"; do
-          [ $SECONDS -lt $end ] || exit 1
-          sleep 5
-        done
+""" + "\n".join("        " + line for line in REFERENCE_LOOP_BODY.format(log="{log}").splitlines()) + """
       args:
         executable: /bin/bash
       changed_when: false
@@ -72,9 +83,26 @@ FLOOR = """
 """
 
 
+def reference_loop_verdict(path, directory):
+    """Replay a real log into a file line by line and poll it with the reference loop's own greps after
+    each line: a 5 s poll on a start-up of minutes sees the lines that come before the ready line on their
+    own. ready, failed (and at which line) or waiting at the end."""
+    replay = Path(directory) / "replay.log"
+    lines = path.read_text(errors="replace").splitlines(True)
+    replay.write_text("")
+    for number, line in enumerate(lines, 1):
+        with open(replay, "a") as handle:
+            handle.write(line)
+        verdict = subprocess.run(["bash", "-c", REFERENCE_POLL, "poll", str(replay)], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        if verdict != "waiting":
+            return verdict, number
+    return "waiting", len(lines)
+
+
 def false_alarms():
     logs = sorted((CHECKOUT / "tests" / "data" / "sglang_logs").glob("*.log"))
-    rows = {"classifier": [0, 0, 0, 0], "naive grep": [0, 0, 0, 0]}
+    rows = {"classifier": [0, 0, 0, 0], "naive grep": [0, 0, 0, 0], "reference loop": [0, 0, 0, 0]}
     successes = [p for p in logs if p.name.startswith("success-")]
     failures = [p for p in logs if p.name.startswith("failure-")]
     for path in successes:
@@ -95,14 +123,29 @@ def false_alarms():
         rows["classifier"][2] += result["failure"]["cause"] is not None and "exited before" not in result["failure"]["cause"]
         rows["classifier"][3] += result["failure"]["diagnosis"] is not None
         rows["naive grep"][2] += any(NAIVE.search(line) for line in path.read_text(errors="replace").splitlines())
+    stopped = {}
+    with tempfile.TemporaryDirectory(prefix="bench-loop-") as directory:
+        for path in successes + failures:
+            stopped[path.name] = reference_loop_verdict(path, directory)
+    for path in successes:
+        verdict, _line = stopped[path.name]
+        rows["reference loop"][0] += verdict == "failed"
+    rows["reference loop"][1] = "-"
+    for path in failures:
+        rows["reference loop"][2] += stopped[path.name][0] == "failed"
     print("\n1. False alarms over %d real successful start-ups (%d lines) and %d real failed ones"
           % (len(successes), total_lines, len(failures)))
     header = ("", "successes flagged as failed", "lines flagged in them", "failures caught", "failures diagnosed")
-    print("   %-12s %-26s %-22s %-22s %s" % header)
+    print("   %-14s %-26s %-22s %-22s %s" % header)
     for name, (logs_flagged, lines_flagged, caught, diagnosed) in rows.items():
-        print("   %-12s %-26s %-22s %-22s %s" % (
+        print("   %-14s %-26s %-22s %-22s %s" % (
             name, "%d/%d" % (logs_flagged, len(successes)), lines_flagged, "%d/%d" % (caught, len(failures)),
             ("%d/%d" % (diagnosed, len(failures))) if name == "classifier" else "no"))
+    print("   reference loop: the poll that stops it, per successful start-up that it calls failed:")
+    for path in successes:
+        verdict, line = stopped[path.name]
+        if verdict == "failed":
+            print("     %s: line %d of %d" % (path.name, line, len(path.read_text(errors="replace").splitlines())))
 
 
 def core_latency(directory, payload, runs, poll_interval=0.1):
@@ -206,15 +249,16 @@ def main():
             print("   %-30s %-28s %s" % (
                 tool, "%.2f / %.2f" % (statistics.median(ready), max(ready)),
                 "%.2f / %.2f (%s%s)" % (statistics.median(failed), max(failed), outcome,
-                                        "" if tool == "wait_for_server" else ", only at its timeout of %ds"
-                                        % FAILURE_TIMEOUT)))
+                                        ", only at its timeout of %ds" % FAILURE_TIMEOUT
+                                        if tool == "ansible.builtin.wait_for" else "")))
         for label, payload in (("ready line", READY_LINE + "\n"), ("traceback", TRACEBACK)):
             samples = core_latency(directory, payload, 20)
             print("   %-30s %s: median %.3f / max %.3f (20 runs, poll_interval 0.1)" % (
                 "wait_for_server core alone", label, statistics.median(samples), max(samples)))
         print("   Each includes ansible-playbook's own exit. The line is written 4 s after the playbook starts;"
-              " wait_for and the loop\n   fail only when their timeout, counted from the task's start, runs out:"
-              " wait_for's default is 300 s.")
+              " wait_for fails\n   only when its timeout, counted from the task's start, runs out (its default is"
+              " 300 s); the reference loop\n   stops at its next 5 s poll on any line with error, traceback, exception"
+              " or failed in it.")
         if not options.skip_cpu:
             print("\n3. CPU seconds (user+system, whole ansible-playbook process tree) while waiting 30 s on a log"
                   " growing by 100 lines/s")

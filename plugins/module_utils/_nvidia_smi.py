@@ -77,8 +77,16 @@ def parse_query(text):
 
 
 def parse_cuda_version(table):
-    """The CUDA version the driver supports, from nvidia-smi's table header."""
-    match = re.search(r"CUDA Version:\s*([\d.]+)", table)
+    """The CUDA version the driver supports, from nvidia-smi's table header: "CUDA Version:", or
+    "CUDA UMD Version:" from the 610 branch on (the user-mode driver's CUDA version)."""
+    match = re.search(r"CUDA (?:UMD )?Version:\s*([\d.]+)", table)
+    return match.group(1) if match else None
+
+
+def parse_driver_version(table):
+    """The driver's version from nvidia-smi's table header: "Driver Version:", or "KMD Version:"
+    (the kernel-mode driver) from the 610 branch on."""
+    match = re.search(r"(?:Driver|KMD) Version:\s*([\d.]+)", table)
     return match.group(1) if match else None
 
 
@@ -159,6 +167,8 @@ def gather(nvidia_smi, modinfo, run, proc_version):
         facts["driver_version"] = facts["gpus"][0]["driver_version"]
     _rc, table, _err = run([nvidia_smi])
     facts["cuda_driver_version"] = parse_cuda_version(table)
+    # The query's driver_version field is deprecated from the 610 branch on; the header still says it.
+    facts["driver_version"] = facts["driver_version"] or parse_driver_version(table)
     rc, topo, _err = run([nvidia_smi] + list(TOPOLOGY_ARGV))
     topology = parse_topology(topo if rc == 0 else "")
     facts.update(interconnect=topology["interconnect"], nvlink_pairs=topology["nvlink_pairs"],

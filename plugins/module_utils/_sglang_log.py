@@ -59,6 +59,10 @@ FATAL_LINES = tuple(
         r"NCCL error",
         r"ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError",
         r"\[Errno 98\]|[Aa]ddress already in use",
+        # argparse refusing the command line ("launch_server.py: error: unrecognized arguments: --x"):
+        # the process exits with no traceback, and this line is the only one that names the flag.
+        r"^\S+(?: \S+)?: error: (unrecognized arguments: |argument -|the following arguments are required: "
+        r"|ambiguous option: )",
     )
 )
 

@@ -87,11 +87,13 @@ ansible_facts:
               persistence_mode: Enabled
               driver_version: 580.159.04
         driver_version:
-          description: The driver version.
+          description:
+            - The driver version, from the query's C(driver_version) field or, where that is empty, the table
+              header's C(Driver Version:) (C(KMD Version:) from the 610 driver branch on).
           type: str
           sample: 580.159.04
         cuda_driver_version:
-          description: The CUDA version the driver supports.
+          description: The CUDA version the driver supports, from the table header's C(CUDA Version:) (C(CUDA UMD Version:) from the 610 driver branch on).
           type: str
           sample: "13.0"
         kernel_module:

@@ -9,11 +9,14 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier, diagnose
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "sglang_logs"
 
 READY = "ready"
+# A log without a traceback or a fatal line: the process is gone, the diagnosis comes from its last lines.
+EXITED = "process 1 exited before the server was ready"
 # file -> READY, or (start of the failure's cause, diagnosis id or None)
 EXPECTED = {
     "success-tp4-qwq32b-l4-ignorable-error-msg.log": READY,
@@ -46,6 +49,28 @@ EXPECTED = {
     "failure-sgl-kernel-undefined-symbol-common-ops.log": ("ImportError:", "torch_abi_mismatch"),
     "failure-warmup-error-403-apikey-partial.log": ("Initialization failed. warmup error", "warmup_request"),
     "failure-warmup-error-502-mistral7b.log": ("AssertionError: res=<Response [502]>", "warmup_request"),
+    "failure-argparse-unrecognized-reasoning-parser-partial.log": (
+        "launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2", "invalid_argument"),
+    "failure-deepep-not-installed-ep-dispatcher.log": (
+        "ImportError: DeepEP is not installed.", "optional_dependency_missing"),
+    "failure-tp-not-divisible-vision-heads-16-by-6-ascend.log": (
+        "[TP1] Scheduler hit an exception (traceback cut off", "tensor_parallel_not_divisible"),
+    "failure-fp8e4nv-not-supported-a10-sm86-partial.log": (EXITED, "gpu_architecture_unsupported"),
+    "failure-no-kernel-image-topktopp-sampling-partial.log": (
+        "RuntimeError: TopKTopPSamplingFromProbs failed", "gpu_architecture_unsupported"),
+    "failure-peer-access-not-supported-custom-allreduce-2xt4.log": (EXITED, "gpu_peer_access"),
+    "failure-gated-repo-llama2-launch-server-partial.log": (EXITED, "hf_gated_model"),
+    "failure-gated-repo-oserror-llama32-partial.log": ("OSError: You are trying to access a gated repo.", "hf_gated_model"),
+    "failure-dist-init-port-eaddrinuse-ascend-partial.log": (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen", "port_in_use"),
+    "failure-triton-jit-compile-ascend-tp2-partial.log": ("[TP2] ", "kernel_compilation"),
+    "failure-ptxas-jit-error-evict-last-vllm-partial.log": (EXITED, "kernel_compilation"),
+    "failure-trust-remote-code-falcon-mlserver-partial.log": (
+        "ValueError: Loading tiiuae/falcon-7b-instruct requires you to execute", "trust_remote_code"),
+    "failure-nvidia-driver-too-old-torch-lazy-init-partial.log": (
+        "RuntimeError: The NVIDIA driver on your system is too old", "cuda_driver"),
+    "failure-cuda-driver-insufficient-torch-partial.log": (
+        "RuntimeError: CUDA error: CUDA driver version is insufficient", "cuda_driver"),
 }
 
 
@@ -79,3 +104,24 @@ def test_sources_name_every_log():
     sources = (LOGS / "SOURCES.md").read_text()
     missing = [name for name in EXPECTED if name not in sources]
     assert not missing, missing
+
+
+def test_the_corpus_meets_the_diagnosis_rate():
+    """At least 9 in 10 real failures diagnosed, every success log ready (bench/diagnosis_rate.py prints the table)."""
+    failures = [name for name in EXPECTED if EXPECTED[name] != READY]
+    diagnosed = [name for name in failures if EXPECTED[name][1] is not None]
+    assert len(diagnosed) * 10 >= len(failures) * 9
+
+
+def test_every_catalogue_entry_is_exercised_by_a_real_log():
+    expected_ids = set(value[1] for value in EXPECTED.values() if value != READY)
+    catalogue_ids = set(entry["id"] for entry in DIAGNOSES)
+    # Entries whose real logs are not in this corpus yet; each has a unit case in test_sglang_log.py.
+    without_a_log = {"sgl_kernel_version", "model_path"}
+    assert catalogue_ids - expected_ids == without_a_log
+
+
+@pytest.mark.parametrize("name", sorted(name for name in EXPECTED if name.startswith("success-")))
+def test_no_diagnosis_pattern_matches_a_line_of_a_successful_start(name):
+    for line in (LOGS / name).read_text().splitlines():
+        assert diagnose(line) is None, line

@@ -9,6 +9,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi imp
     kernel_module_flavour,
     kernel_module_version,
     parse_cuda_version,
+    parse_driver_version,
     parse_query,
     parse_topology,
     state_of,
@@ -119,9 +120,34 @@ def test_eight_gpu_pcie_only_boxes(name, first_link):
 
 @pytest.mark.parametrize("name,version", [("table-b200-8gpu.txt", "12.9"), ("table-h100-8gpu.txt", "12.7"),
                                           ("table-rtx-5090.txt", "13.2"),
-                                          ("table-rtx-pro-6000-blackwell-maxq-2gpu.txt", "13.2")])
+                                          ("table-rtx-pro-6000-blackwell-maxq-2gpu.txt", "13.2"),
+                                          ("table-b200-driver-610-kmd-umd-partial.txt", "13.3"),
+                                          ("table-rtx-3080-laptop-driver-610-partial.txt", "13.3")])
 def test_cuda_driver_version_of_public_tables(name, version):
     assert parse_cuda_version(public(name)) == version
+
+
+@pytest.mark.parametrize("name,version", [("table-b200-8gpu.txt", "575.57.08"),
+                                          ("table-b200-driver-610-kmd-umd-partial.txt", "610.43.02"),
+                                          ("table-rtx-3080-laptop-driver-610-partial.txt", "610.43.03")])
+def test_driver_version_of_public_tables_with_either_header(name, version):
+    assert parse_driver_version(public(name)) == version
+
+
+def test_gather_on_a_610_driver_reads_the_kmd_and_umd_header():
+    """The 610 branch's table says "KMD Version:" and "CUDA UMD Version:"; a query whose deprecated
+    driver_version field comes back empty still gives the driver's version."""
+    table = public("table-b200-driver-610-kmd-umd-partial.txt")
+    answers = {
+        "--query-gpu": (0, "0, NVIDIA B200, GPU-1, 10.0, 183359, 5, 5, 16, 16, Enabled, [N/A]\n", ""),
+        "topo": (0, "", ""),
+    }
+
+    def run(argv):
+        return answers.get(argv[1].split("=")[0], (0, table, "")) if len(argv) > 1 else (0, table, "")
+    facts = gather("/usr/bin/nvidia-smi", None, run, None)
+    assert (facts["state"], facts["count"]) == ("ok", 1)
+    assert (facts["driver_version"], facts["cuda_driver_version"]) == ("610.43.02", "13.3")
 
 
 def test_blackwell_compute_capability_from_a_csv_with_header():

@@ -194,6 +194,31 @@ def test_custom_ready_pattern():
             "'https://huggingface.co/models'",
             "model_path",
         ),
+        # Real lines from tests/data/sglang_logs (SOURCES.md names their reports).
+        ("launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2", "invalid_argument"),
+        ("ImportError: DeepEP is not installed. Please install DeepEP package from "
+         "https://github.com/deepseek-ai/deepep.", "optional_dependency_missing"),
+        ("AssertionError: 16 is not divisible by 6", "tensor_parallel_not_divisible"),
+        ("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\"",
+         "gpu_architecture_unsupported"),
+        ("RuntimeError: TopKTopPSamplingFromProbs failed with error code no kernel image is available for "
+         "execution on the device", "gpu_architecture_unsupported"),
+        ("ERROR 03-27 12:41:06 [core.py:344] ptxas /tmp/tmp6qa78v4o.ptx, line 661; error   : Modifier "
+         "'.evict_last' cannot be combined with modifier '.cg'", "kernel_compilation"),
+        ('(SGLangEngine pid=3061557)   File "/root/anaconda3/envs/_slime_/lib/python3.11/site-packages/triton/'
+         'compiler/compiler.py", line 310, in compile', "kernel_compilation"),
+        ("Failed: Cuda error /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:307 'peer access is not "
+         "supported between these two devices'", "gpu_peer_access"),
+        ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", "nccl"),
+        ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+         "port: 42173, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use", "port_in_use"),
+        ("RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version", "cuda_driver"),
+        ("RuntimeError: The NVIDIA driver on your system is too old (found version 11060).", "cuda_driver"),
+        ("ValueError: Loading tiiuae/falcon-7b-instruct requires you to execute the configuration file in that repo "
+         "on your local machine.", "trust_remote_code"),
+        ("Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-chat-hf/resolve/main/"
+         "config.json.", "hf_gated_model"),
+        ("OSError: You are trying to access a gated repo.", "hf_gated_model"),
         ("RuntimeError: something nobody has seen before", None),
     ],
 )
@@ -202,3 +227,18 @@ def test_diagnosis_catalogue(text, expected):
     assert (found and found["id"]) == expected
     if found:
         assert found["fix"]
+
+
+def test_an_argparse_error_is_the_cause_and_names_the_flag():
+    failure = classify(["launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"]).failure
+    assert failure.cause == "launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"
+    assert failure.as_dict()["diagnosis"]["id"] == "invalid_argument"
+
+
+def test_catalogue_ids_are_unique_and_every_entry_has_a_cause_and_a_fix():
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
+
+    ids = [entry["id"] for entry in DIAGNOSES]
+    assert len(ids) == len(set(ids))
+    for entry in DIAGNOSES:
+        assert entry["cause"] and entry["fix"], entry["id"]
