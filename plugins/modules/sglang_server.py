@@ -277,8 +277,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import (
+    SECRET_FLAGS,
+    masked_argv,
+    secret_values,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    BadState,
     Instance,
+    InvalidOption,
+    bind_state,
+    boot_id,
     build_argv,
     check_options,
     device_holders,
@@ -286,13 +295,24 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     environment_file,
     group_members,
     launch,
-    masked,
-    port_is_free,
+    log_offset,
+    name_problems,
+    normalized_environment,
+    open_directory,
+    path_kind,
     process_start_time,
+    remove,
+    secret_flag_problems,
     systemd_unit,
     terminate,
+    text_problems,
     wait_gpu_release,
+    write_atomically,
 )
+
+
+class SystemdFailed(RuntimeError):
+    pass
 
 
 def server_env(params):
@@ -303,15 +323,35 @@ def recorded_option(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
 
 
-def systemctl(module, *args):
-    return module.run_command([module.get_bin_path("systemctl", required=True)] + list(args), check_rc=True)
+def systemctl(module, *args, **kwargs):
+    """Run systemctl; SystemdFailed when it fails, unless check=False."""
+    command = [module.get_bin_path("systemctl", required=True)] + list(args)
+    rc, out, err = module.run_command(command)
+    if rc != 0 and kwargs.get("check", True):
+        raise SystemdFailed("%s failed (%d): %s" % (" ".join(command), rc, (err or out).strip()))
+    return out
+
+
+def unit_name(params):
+    return "sglang-%s.service" % params["name"]
+
+
+def withdraw_unit(module, state, check=True):
+    """Stop and disable the recorded unit, remove its file and reload systemd: nothing of it stays behind."""
+    systemctl(module, "disable", "--now", state["unit"], check=check)
+    directory = open_directory(state.get("unit_dir") or module.params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        remove(directory, state["unit"])
+    finally:
+        os.close(directory)
+    systemctl(module, "daemon-reload", check=check)
 
 
 def stop(module, instance, state, result):
     members = group_members(state["pid"]) or [state["pid"]]
     if state.get("manager") == "systemd":
         # systemd stops the unit's whole cgroup: SIGTERM, then SIGKILL after TimeoutStopSec.
-        systemctl(module, "disable", "--now", state["unit"])
+        withdraw_unit(module, state)
         result["forced"] = []
     else:
         result["forced"] = terminate(members, module.params["stop_timeout"], signal_group=state["pid"])
@@ -324,53 +364,74 @@ def stop(module, instance, state, result):
     result["actions"].append("stopped")
 
 
-def unit_name(params):
-    return "sglang-%s.service" % params["name"]
+def clean_stale(module, instance, state, result):
+    """Forget a server that no longer runs; a unit of it is withdrawn, as systemd may still restart it."""
+    if state.get("manager") == "systemd":
+        withdraw_unit(module, state, check=False)
+    instance.forget()
+    result["actions"].append("cleaned stale pid file")
 
 
-def start_unit(module, argv):
+def start_unit(module, instance, argv, secret_flags):
     """Write the unit and start it; (main pid, log offset at the start, its start time)."""
     params = module.params
     unit = unit_name(params)
-    secret_path = os.path.join(params["state_dir"], params["name"] + ".secret.env")
     text, secrets = systemd_unit(params["name"], argv, params["env"], params["log_path"], params["stop_timeout"],
-                                 secret_path)
-    if not os.path.isdir(params["state_dir"]):
-        os.makedirs(params["state_dir"], 0o750)
-    with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-        handle.write(environment_file(dict(params["secret_env"], **secrets)))
-    with open(os.path.join(params["systemd_unit_dir"], unit), "w") as handle:
-        handle.write(text)
-    with open(params["log_path"], "ab") as log:
-        offset = log.seek(0, os.SEEK_END)
+                                 instance.secret_env_path, secret_flags)
+    instance.write_secret_env(environment_file(dict(params["secret_env"], **secrets)))
+    directory = open_directory(params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        write_atomically(directory, unit, text, 0o644)
+    finally:
+        os.close(directory)
+    offset = log_offset(params["log_path"])
     systemctl(module, "daemon-reload")
     systemctl(module, "enable", unit)
     systemctl(module, "restart", unit)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        _rc, out, _err = systemctl(module, "show", "--property=MainPID", "--value", unit)
-        pid = int(out.strip() or 0)
+        pid = int(systemctl(module, "show", "--property=MainPID", "--value", unit).strip() or 0)
         start_time = process_start_time(pid) if pid else None
         if start_time is not None:
             return pid, offset, start_time
         time.sleep(0.1)
-    module.fail_json(msg="systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
+    raise SystemdFailed("systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
 
 
-def start(module, instance, argv, result):
+def start(module, instance, argv, secret_flags, result):
     params = module.params
     state = {"argv": argv, "env_digest": env_digest(server_env(params)), "log_path": params["log_path"],
-             "manager": params["manager"], "started_at": time.time()}
+             "manager": params["manager"], "started_at": time.time(), "boot_id": boot_id(),
+             "secret_flags": list(params["secret_flags"])}
     if params["manager"] == "systemd":
-        state["unit"] = unit_name(params)
-        state["pid"], state["offset"], state["start_time"] = start_unit(module, argv)
+        state.update(unit=unit_name(params), unit_dir=params["systemd_unit_dir"])
+        try:
+            state["pid"], state["offset"], state["start_time"] = start_unit(module, instance, argv, secret_flags)
+        except (OSError, InvalidOption, SystemdFailed) as exc:
+            withdraw_unit(module, state, check=False)
+            instance.forget()
+            module.fail_json(msg="Starting %s failed: %s. The unit was stopped and removed again." % (
+                state["unit"], exc), **result)
     else:
-        process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+        try:
+            process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+        except (OSError, InvalidOption) as exc:
+            module.fail_json(msg="The server was not started: %s" % exc, **result)
         if state["start_time"] is None:
             module.fail_json(msg="The server exited at once (code %s); see %s" % (
                 process.poll(), params["log_path"]), **result)
         state["pid"] = process.pid
-    instance.save(state)
+    try:
+        instance.save(state)
+    except (OSError, InvalidOption) as exc:
+        if params["manager"] == "systemd":
+            withdraw_unit(module, state, check=False)
+        else:
+            terminate(group_members(state["pid"]) or [state["pid"]], params["stop_timeout"], signal_group=state["pid"])
+        instance.forget()
+        module.fail_json(msg="The server started (pid %d) but could not be recorded in state_dir=%s (%s), so it "
+                             "was stopped again: fix state_dir and run again." % (state["pid"], params["state_dir"], exc),
+                         **result)
     result.update(pid=state["pid"], offset=state["offset"], running=True)
     result["actions"].append("started")
 
@@ -405,6 +466,7 @@ def main():
             )),
             api_key=dict(type="str", no_log=True),
             extra_args=dict(type="list", elements="str", default=[]),
+            secret_flags=dict(type="list", elements="str", default=[], no_log=False),
             env=dict(type="dict", default={}),
             secret_env=dict(type="dict", default={}, no_log=True),
             log_path=dict(type="path"),
@@ -420,12 +482,27 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    # Everything that names a file or reaches a command line, a unit or an environment file is checked first,
+    # whatever the state: nothing is read, signalled or written with a value that fails.
+    params["env"], env_problems = normalized_environment(params["env"], "env")
+    params["secret_env"], secret_env_problems = normalized_environment(params["secret_env"], "secret_env")
+    problems = (name_problems(params) + text_problems(params) + secret_flag_problems(params["secret_flags"])
+                + env_problems + secret_env_problems)
+    if problems:
+        module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
+
     instance = Instance(params["state_dir"], params["name"])
-    recorded = instance.load()
-    ours = Instance.running(recorded)
+    try:
+        recorded = instance.load()
+        ours = bool(recorded) and instance.running(recorded)
+    except (BadState, InvalidOption) as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    secret_flags = SECRET_FLAGS + tuple(params["secret_flags"])
+    # The flags of the recorded launch still mask its command line when this run names fewer.
+    shown_flags = secret_flags + tuple((recorded or {}).get("secret_flags", ()))
     result = dict(changed=False, running=ours, actions=[])
     if recorded:
-        result.update(argv=masked(recorded["argv"]), log_path=recorded["log_path"])
+        result.update(argv=masked_argv(recorded["argv"], shown_flags), log_path=recorded["log_path"])
         if ours:
             result.update(pid=recorded["pid"], offset=recorded["offset"])
         else:
@@ -433,18 +510,27 @@ def main():
 
     holds_port = ours and recorded_option(recorded["argv"], "--port") == str(params["port"])
     if params["state"] == "status":
-        if holds_port:
-            result["port_state"] = "ours"
-        else:
-            result["port_state"] = "free" if port_is_free(params["host"], params["port"]) else "in_use"
+        try:
+            result["port_state"] = "ours" if holds_port else bind_state(params["host"], params["port"])
+        except InvalidOption as exc:
+            module.fail_json(msg=str(exc), **result)
         module.exit_json(**result)
 
     wanted = params["state"] in ("started", "restarted")
     argv = build_argv(params) if wanted else None
     if wanted:
+        # Secrets in extra_args (--api-key=KEY) are no option of their own: mask them in all output, the
+        # invocation's echo of extra_args included.
+        module.no_log_values.update(secret_values(argv, secret_flags))
         problems = check_options(params)
-        if not holds_port and 1 <= params["port"] <= 65535 and not port_is_free(params["host"], params["port"]):
-            problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
+        if params["manager"] == "systemd" and path_kind(params["systemd_unit_dir"]) != "directory":
+            problems.append("systemd_unit_dir=%s is not a directory (a link is not followed)" % params["systemd_unit_dir"])
+        if not holds_port and 1 <= params["port"] <= 65535:
+            try:
+                if bind_state(params["host"], params["port"]) == "in_use":
+                    problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
+            except InvalidOption as exc:
+                problems.append(str(exc))
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
 
@@ -461,23 +547,25 @@ def main():
         result["killed_gpu_holders"] = holders
     result["changed"] = bool(must_stop or must_start or cleans_stale or holders)
     result["diff"] = dict(
-        before=dict(running=ours, argv=masked(recorded["argv"]) if ours else []),
-        after=dict(running=wanted, argv=masked(argv) if wanted else []),
+        before=dict(running=ours, argv=masked_argv(recorded["argv"], shown_flags) if ours else []),
+        after=dict(running=wanted, argv=masked_argv(argv, secret_flags) if wanted else []),
     )
     if module.check_mode:
         module.exit_json(**result)
 
-    if cleans_stale:
-        instance.forget()
-        result["actions"].append("cleaned stale pid file")
-    if must_stop:
-        stop(module, instance, recorded, result)
-        result.update(running=False, pid=None, offset=None)
+    try:
+        if cleans_stale:
+            clean_stale(module, instance, recorded, result)
+        if must_stop:
+            stop(module, instance, recorded, result)
+            result.update(running=False, pid=None, offset=None)
+    except (OSError, InvalidOption, SystemdFailed) as exc:
+        module.fail_json(msg="Stopping the recorded server failed: %s" % exc, **result)
     if holders:
         terminate(sorted(holders), params["stop_timeout"])
     if must_start:
-        result["argv"], result["log_path"] = masked(argv), params["log_path"]
-        start(module, instance, argv, result)
+        result["argv"], result["log_path"] = masked_argv(argv, secret_flags), params["log_path"]
+        start(module, instance, argv, secret_flags, result)
     module.exit_json(**result)
 
 
