@@ -18,10 +18,20 @@ description:
   - Runs C(python -m sglang.launch_server) from a virtualenv, detached in its own session and process group,
     so that it outlives the Ansible connection, with stdout and stderr appended to O(log_path).
   - Records the server in O(state_dir) (C(<name>.pid) and C(<name>.json) with argv, environment digest, log
-    offset at launch and the process's kernel start time). A later run recognises its own server by pid B(and)
-    start time, so a reused pid is never taken for it.
+    offset at launch, the process's kernel start time and the boot id). A later run recognises its own server by
+    pid B(and) start time B(and) boot, so a reused pid is never taken for it. A process that has the recorded pid
+    and start time but another owner, or a command line that is neither the recorded one nor retitled by SGLang
+    (C(sglang::...)), is never signalled: the task fails naming the state file. So does a state file that is not
+    valid JSON, lacks a field, or names pid 1 or below.
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
+  - Every value that reaches the command line, the unit or an environment file is checked before anything is
+    started, stopped or written, whatever the state; a control character (newline, carriage return, NUL...) in
+    any of them fails the task naming the option. If anything fails after the launch (recording the server,
+    a systemd step), the server just started is stopped again and the message says so.
+  - Root never writes through a symbolic link: the log, the state, pid and secret files and the unit are opened
+    with C(O_NOFOLLOW) (temporary files with C(O_EXCL) under a random name), and a O(log_path) or O(state_dir)
+    that is a link, or not a regular file or directory, is refused.
   - V(stopped) sends SIGTERM to the server's process group, SIGKILL after O(stop_timeout), and where
     C(nvidia-smi) exists waits until the GPU memory the server held is released. Other processes that hold the
     GPUs are killed only with O(kill_gpu_holders=true).
@@ -46,7 +56,9 @@ options:
     choices: [started, stopped, restarted, status]
     default: started
   name:
-    description: Name of this server instance on the host; names its pid and state files (and its systemd unit).
+    description:
+      - Name of this server instance on the host; names its pid and state files (and its systemd unit).
+      - 1 to 64 letters, digits, V(_), V(.) or V(-), starting with a letter or digit, without V(..).
     type: str
     default: sglang
   manager:
@@ -55,7 +67,10 @@ options:
       - V(systemd) writes the unit C(sglang-<name>.service) into O(systemd_unit_dir) with the same command and
         environment (C(Restart=on-failure), output appended to O(log_path), C(TimeoutStopSec) from
         O(stop_timeout)), enables and starts it, and stops it with C(systemctl disable --now). Secrets (O(api_key),
-        O(secret_env)) go into C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+        the values of every flag of O(secret_flags) in O(extra_args), in both spellings, and O(secret_env)) go into
+        C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+      - Stopping the server, or moving it to the other manager, removes the unit file (after C(systemctl disable
+        --now), then C(daemon-reload)) and the secret file.
       - Either way the result has the server's main pid and the log offset at its start, for
         M(blackwell.gpu_node.wait_for_server). Changing the manager restarts the server under the other one.
     type: str
@@ -66,7 +81,7 @@ options:
     type: path
     default: /etc/systemd/system
   state_dir:
-    description: Directory of the pid and state files.
+    description: Directory of the pid and state files, created C(0750) when missing. Not a symbolic link.
     type: path
     default: /var/lib/blackwell-gpu-node
   python:
@@ -84,7 +99,7 @@ options:
     type: int
     default: 1
   host:
-    description: C(--host).
+    description: C(--host). Must resolve to an address of this host.
     type: str
     default: 127.0.0.1
   port:
@@ -143,13 +158,26 @@ options:
         visible in the host's process list to users who can read other users' command lines.
     type: str
   extra_args:
-    description: Further arguments appended to the command line as they are.
+    description:
+      - Further arguments appended to the command line as they are.
+      - The values of secret flags (C(--api-key), C(--admin-api-key) and O(secret_flags)), as C(--flag VALUE) or
+        C(--flag=VALUE), are masked in results and diffs; prefer O(api_key) for the API key.
+    type: list
+    elements: str
+    default: []
+  secret_flags:
+    description:
+      - Further flags whose values are secrets, besides C(--api-key) and C(--admin-api-key), for example
+        V(--hf-token). Their values in O(extra_args) are masked wherever the command line is shown and, with
+        O(manager=systemd), kept in the root-only secret file, not in the unit.
     type: list
     elements: str
     default: []
   env:
     description:
       - Environment variables set on top of the host's for the server. A change restarts a running server.
+      - Names are letters, digits and V(_), not starting with a digit. Numbers are passed as their text
+        (C(NCCL_DEBUG: 1) is V(1)); a boolean is refused, as its text is a guess: quote it.
       - Put tokens in O(secret_env) instead, not here.
     type: dict
     default: {}
@@ -162,7 +190,10 @@ options:
     type: dict
     default: {}
   log_path:
-    description: File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
+    description:
+      - File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
+      - Created C(0640) when missing (an existing file keeps its mode), its directory C(0755) when missing. Only a
+        regular file is accepted; a directory, FIFO, device or symbolic link is refused.
     type: path
   stop_timeout:
     description: Seconds between SIGTERM and SIGKILL when stopping.
@@ -242,7 +273,7 @@ actions:
   type: list
   elements: str
 stale_pid:
-  description: Pid of a recorded server that was no longer running (crashed, or its pid reused).
+  description: Pid of a recorded server that was no longer running (crashed, its pid reused, or the host rebooted).
   returned: when found
   type: int
 killed:
