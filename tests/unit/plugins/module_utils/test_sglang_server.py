@@ -506,3 +506,11 @@ def test_plain_words_are_matched_whole():
                                          ('say "hi"', '"say \\"hi\\""'), ("back\\slash", '"back\\\\slash"')])
 def test_systemd_quote(word, quoted):
     assert core.systemd_quote(word) == quoted
+
+
+def test_forget_removes_the_secret_environment_file_too(tmp_path):
+    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    instance.write_secret_env(core.environment_file({"HF_TOKEN": "t"}))
+    assert stat.S_IMODE((tmp_path / "state" / "sglang.secret.env").stat().st_mode) == 0o600
+    assert instance.forget() == ["sglang.secret.env"]
+    assert os.listdir(str(tmp_path / "state")) == []
