@@ -21,7 +21,7 @@ description:
     offset at launch, the process's kernel start time and the boot id). A later run recognises its own server by
     pid B(and) start time B(and) boot, so a reused pid is never taken for it. A process that has the recorded pid
     and start time but another owner, or a command line that is neither the recorded one nor retitled by SGLang
-    (C(sglang::...)), is never signalled: the task fails naming the state file. So does a state file that is not
+    (C(sglang::...)), is never signalled; the task fails naming the state file. So does a state file that is not
     valid JSON, lacks a field, or names pid 1 or below.
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
@@ -29,7 +29,7 @@ description:
     started, stopped or written, whatever the state; a control character (newline, carriage return, NUL...) in
     any of them fails the task naming the option. If anything fails after the launch (recording the server,
     a systemd step), the server just started is stopped again and the message says so.
-  - Root never writes through a symbolic link: the log, the state, pid and secret files and the unit are opened
+  - Root never writes through a symbolic link. The log, the state, pid and secret files and the unit are opened
     with C(O_NOFOLLOW) (temporary files with C(O_EXCL) under a random name), and a O(log_path) or O(state_dir)
     that is a link, or not a regular file or directory, is refused.
   - V(stopped) sends SIGTERM to the server's process group, SIGKILL after O(stop_timeout), and where
@@ -177,7 +177,7 @@ options:
     description:
       - Environment variables set on top of the host's for the server. A change restarts a running server.
       - Names are letters, digits and V(_), not starting with a digit. Numbers are passed as their text
-        (C(NCCL_DEBUG: 1) is V(1)); a boolean is refused, as its text is a guess: quote it.
+        (C(NCCL_DEBUG=1) from the YAML integer 1); a boolean is refused, as its text is a guess, so quote it.
       - Put tokens in O(secret_env) instead, not here.
     type: dict
     default: {}
