@@ -6,15 +6,22 @@
 Argv is built from structured options with SGLang 0.5.9's full flag names (``--tp`` is
 only an argparse prefix of ``--tensor-parallel-size``). A launched server is recorded in
 a pid file and a state file (argv, environment digest, log offset at launch, the
-kernel's start time of the process), so that a later run recognises it for sure: a pid
-alone can be reused by another process.
+kernel's start time of the process, the boot it ran in), so that a later run recognises it
+for sure: a pid alone can be reused by another process.
+
+Root writes every file here from inventory values, so every value is checked before
+anything is started or written (no control characters, names that are names), and no
+write follows a symbolic link: files are opened with O_NOFOLLOW relative to a directory
+opened with O_NOFOLLOW, temporary files are created with O_EXCL under a random name.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import binascii
 import errno
+import fcntl
 import glob
 import hashlib
 import json
@@ -22,15 +29,27 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import time
 
-SECRET_FLAGS = ("--api-key",)
-MASK = "********"
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problems
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import MASK, SECRET_FLAGS, masked_argv
+
+# Names a pid, state and secret file in state_dir and the unit sglang-<name>.service: no path separator,
+# no "..", no systemd specifier (%) or template marker (@), short enough for a unit name.
+INSTANCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
 class InvalidOption(ValueError):
-    pass
+    """A problem with an option, its message naming the option and the fix."""
+
+
+class BadState(ValueError):
+    """A state file that this module cannot trust; its message names the file and what to do."""
 
 
 def build_argv(params):
@@ -66,38 +85,114 @@ def build_argv(params):
     return argv + list(params.get("extra_args") or [])
 
 
-def masked(argv):
-    """argv with the values of secret flags replaced, for results, diffs and logs."""
-    shown = list(argv)
-    for index, arg in enumerate(shown[:-1]):
-        if arg in SECRET_FLAGS:
-            shown[index + 1] = MASK
-    return shown
-
-
 def env_digest(env):
     return hashlib.sha256(json.dumps(env or {}, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def port_is_free(host, port):
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    probe = socket.socket(family, socket.SOCK_STREAM)
+def normalized_environment(env, option):
+    """(env with number values as strings, problems): YAML reads `NCCL_DEBUG: 1` as an integer, the process
+    environment needs text; a boolean or a missing value is refused, as the text it should be is a guess."""
+    values, problems = {}, []
+    for name, value in sorted((env or {}).items()):
+        if not ENVIRONMENT_NAME.fullmatch(u"%s" % name):
+            problems.append("%s: %r is not an environment variable name (letters, digits and _, not starting "
+                            "with a digit)" % (option, name))
+        elif isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+            problems.append("%s.%s=%r is not text or a number: quote the value the server should see, for "
+                            "example '1' or 'true'" % (option, name, value))
+        else:
+            values[name] = u"%s" % (value,)
+    return values, problems
+
+
+def secret_flag_problems(flags):
+    return ["secret_flags: %r is not a long option such as --admin-api-key" % flag
+            for flag in flags if not FLAG.fullmatch(u"%s" % flag)]
+
+
+def name_problems(params):
+    """Problems with the options that name files, for every state: they locate what is stopped too."""
+    problems = control_character_problems([("name", params["name"]), ("state_dir", params["state_dir"])])
+    if not INSTANCE_NAME.fullmatch(params["name"]) or ".." in params["name"]:
+        problems.append("name=%r must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or "
+                        "digit, without '..': it names files in state_dir and the unit sglang-<name>.service"
+                        % params["name"])
+    if path_kind(params["state_dir"]) not in (None, "directory"):
+        problems.append("state_dir=%s is a %s: point state_dir at a directory (root writes there, and never "
+                        "through a link)" % (params["state_dir"], path_kind(params["state_dir"])))
+    return problems
+
+
+def text_problems(params):
+    """Control characters in every value that reaches the command line, the unit or an environment file."""
+    speculative = params.get("speculative") or {}
+    pairs = [(option, params[option]) for option in (
+        "python", "model_path", "host", "attention_backend", "dist_init_addr", "api_key", "log_path",
+        "systemd_unit_dir") if params.get(option) is not None]
+    pairs += [("speculative.%s" % key, speculative[key]) for key in ("algorithm", "draft_model_path")
+              if speculative.get(key) is not None]
+    pairs += [("extra_args[%d]" % index, word) for index, word in enumerate(params.get("extra_args") or [])]
+    pairs += [("secret_flags[%d]" % index, flag) for index, flag in enumerate(params.get("secret_flags") or [])]
+    for option in ("env", "secret_env"):
+        for name, value in sorted((params.get(option) or {}).items()):
+            pairs += [("%s (a name)" % option, name), ("%s.%s" % (option, name), value)]
+    return control_character_problems(pairs)
+
+
+def path_kind(path):
+    """None when path does not exist, else what it is, not following a link: `file`, `directory`, `symbolic
+    link`, `FIFO`, `socket` or `device`."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise
+    for test, kind in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symbolic link"),
+                       (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return "device"
+
+
+def log_path_problem(log_path):
+    kind = path_kind(log_path)
+    if kind in (None, "file"):
+        return None
+    return ("log_path=%s is a %s: only a regular file (or a path that does not exist yet) is accepted as the "
+            "server's log" % (log_path, kind))
+
+
+def bind_state(host, port):
+    """`free` when host:port can be bound here, `in_use` when another socket has it; InvalidOption naming
+    host when host does not resolve, or is not an address of this host."""
+    try:
+        addresses = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InvalidOption("host=%s cannot be resolved (%s): give an address of this host or a name that "
+                            "resolves to one" % (host, exc))
+    family, kind, proto, _name, address = addresses[0]
+    probe = socket.socket(family, kind, proto)
     try:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((host, port))
-        return True
-    except (OSError, socket.error):
-        return False
+        probe.bind(address)
+        return "free"
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return "in_use"
+        raise InvalidOption("host=%s port=%s cannot be bound on this host (%s): give an address of this host"
+                            % (host, port, exc.strerror))
     finally:
         probe.close()
 
 
 def check_options(params):
-    """Every problem with the options, each naming the option; empty when all is well."""
+    """Every problem with the options of a launch, each naming the option; empty when all is well."""
     problems = []
     python = params["python"]
-    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        problems.append("python=%s is missing or not executable: point it at the virtualenv's bin/python" % python)
+    if not (os.path.isabs(python) and os.path.isfile(python) and os.access(python, os.X_OK)):
+        problems.append("python=%s is missing, not executable or not an absolute path: point it at the "
+                        "virtualenv's bin/python" % python)
     if not params["model_is_hub_id"] and not os.path.isdir(params["model_path"]):
         problems.append("model_path=%s is not a directory on the host; set model_is_hub_id: true for a "
                         "Hugging Face id" % params["model_path"])
@@ -118,15 +213,27 @@ def check_options(params):
     speculative = params.get("speculative")
     if speculative and not speculative.get("draft_model_path"):
         problems.append("speculative.draft_model_path is required with speculative decoding")
-    log_dir = os.path.dirname(os.path.abspath(params["log_path"]))
+    log_problem = log_path_problem(params["log_path"])
+    if log_problem:
+        problems.append(log_problem)
+    log_dir = nearest_existing(os.path.dirname(os.path.abspath(params["log_path"])))
     if not (os.path.isdir(log_dir) and os.access(log_dir, os.W_OK)):
-        problems.append("log_path=%s: its directory %s does not exist or is not writable"
-                        % (params["log_path"], log_dir))
+        problems.append("log_path=%s: %s is not a writable directory" % (params["log_path"], log_dir))
     return problems
 
 
+def nearest_existing(path):
+    """path, or its nearest ancestor that exists (the log's directory is created when missing)."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def process_start_time(pid, proc_root="/proc"):
-    """The kernel's start time of pid (clock ticks since boot), or None if it is gone."""
+    """The kernel's start time of pid (clock ticks since boot), or None if it is gone.
+
+    /proc/<pid>/stat is `pid (comm) state ...`; comm may hold spaces and parentheses, so the fields are
+    split after the last `)`: the first is field 3 (state), starttime (field 22) is the 20th."""
     try:
         with open(os.path.join(proc_root, str(pid), "stat")) as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
@@ -135,6 +242,37 @@ def process_start_time(pid, proc_root="/proc"):
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
+
+
+def process_uid(pid, proc_root="/proc"):
+    """The real uid of pid, or None if it is gone."""
+    try:
+        with open(os.path.join(proc_root, str(pid), "status")) as handle:
+            for line in handle:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (IOError, OSError):
+        return None
+    return None
+
+
+def process_argv(pid, proc_root="/proc"):
+    """The command line of pid as a list, or None if it is gone."""
+    try:
+        with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as handle:
+            raw = handle.read()
+    except (IOError, OSError):
+        return None
+    return [word.decode("utf-8", "surrogateescape") for word in raw.split(b"\0")[:-1]]
+
+
+def boot_id(path=BOOT_ID_PATH):
+    """This boot's id: after a reboot, a pid with the same start time is another process."""
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except (IOError, OSError):
+        return None
 
 
 def group_members(pgid, proc_root="/proc"):
@@ -177,55 +315,210 @@ def device_holders(patterns, exclude=(), proc_root="/proc"):
     return dict((pid, sorted(paths)) for pid, paths in holders.items())
 
 
+# Root writes as root: no write may follow a symbolic link that someone put where a file should be.
+OPEN_NO_LINK = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_directory(path, option, create_mode=None):
+    """A descriptor of the directory path, its final component not a link; created with create_mode (and
+    missing parents) when it does not exist and create_mode is given."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | OPEN_NO_LINK
+    try:
+        return os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and create_mode is not None:
+            os.makedirs(path, create_mode, exist_ok=True)
+            return open_directory(path, option)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise InvalidOption("%s=%s is a %s: point %s at a directory (root never writes through a link)"
+                                % (option, path, path_kind(path), option))
+        raise
+
+
+def write_atomically(directory_fd, name, content, mode):
+    """Replace name in the directory with content: written to a new file of a random name (O_EXCL, so never
+    through a link) and renamed over name, which replaces a link there rather than writing through it."""
+    temporary = ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(8)).decode("ascii"))
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN_NO_LINK, mode, dir_fd=directory_fd)
+    try:
+        os.fchmod(descriptor, mode)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+    except BaseException:
+        remove(directory_fd, temporary)
+        raise
+
+
+def remove(directory_fd, name):
+    """Remove name from the directory (a link itself, never its target); True when it was there."""
+    try:
+        os.unlink(name, dir_fd=directory_fd)
+        return True
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+        return False
+
+
+def open_log(log_path):
+    """A descriptor appending to log_path, created 0640 when missing (an existing file keeps its mode).
+
+    O_NONBLOCK, so that a FIFO put there cannot block the open; O_NOFOLLOW against links; anything but a
+    regular file is refused naming log_path. Missing directories are created 0755."""
+    log_dir = os.path.dirname(os.path.abspath(log_path))
+    if not os.path.isdir(log_dir):
+        os.makedirs(log_dir, 0o755, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | OPEN_NO_LINK
+    try:
+        descriptor = os.open(log_path, flags, 0o640)
+    except OSError as exc:
+        raise InvalidOption(log_path_problem(log_path) or "log_path=%s cannot be opened: %s" % (log_path, exc))
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise InvalidOption(log_path_problem(log_path) or "log_path=%s is not a regular file" % log_path)
+    fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return descriptor
+
+
+def log_offset(log_path):
+    """The log's size now, where the next server's lines will begin; the log is created when missing."""
+    descriptor = open_log(log_path)
+    try:
+        return os.lseek(descriptor, 0, os.SEEK_END)
+    finally:
+        os.close(descriptor)
+
+
 class Instance(object):
-    """The pid and state files of one named server."""
+    """The pid and state files of one named server, in state_dir (never written through a link)."""
 
     def __init__(self, state_dir, name):
+        self.state_dir = state_dir
+        self.name = name
         self.pid_path = os.path.join(state_dir, name + ".pid")
         self.state_path = os.path.join(state_dir, name + ".json")
-        self.state_dir = state_dir
+        self.secret_env_name = name + ".secret.env"
+        self.secret_env_path = os.path.join(state_dir, self.secret_env_name)
+
+    def directory(self, create=False):
+        return open_directory(self.state_dir, "state_dir", 0o750 if create else None)
 
     def load(self):
-        try:
-            with open(self.state_path) as handle:
-                return json.load(handle)
-        except (IOError, OSError, ValueError):
+        """The recorded state, None when there is none; BadState when the file cannot be trusted."""
+        if path_kind(self.state_dir) is None:
             return None
+        directory = self.directory()
+        try:
+            descriptor = os.open(self.name + ".json", os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK, dir_fd=directory)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            raise self.bad("it cannot be opened as a file (%s)" % exc.strerror)
+        finally:
+            os.close(directory)
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise self.bad("it is not a regular file")
+            with os.fdopen(descriptor, "rb") as handle:
+                descriptor = None
+                text = handle.read(1 << 20)
+        finally:
+            if descriptor is not None:
+                os.close(descriptor)
+        try:
+            state = json.loads(text.decode("utf-8"))
+        except ValueError as exc:
+            raise self.bad("it is not JSON (%s)" % exc)
+        problem = state_problem(state)
+        if problem:
+            raise self.bad(problem)
+        return state
+
+    def running(self, state, proc_root="/proc", boot=None, uid=None):
+        """True when the recorded server runs: same pid, kernel start time and boot as at the launch. False
+        when it is gone (its pid free or another process's since). BadState when a live process has the
+        recorded pid and start time but is not the server this module started (another user's, another
+        command line): such a process is never signalled.
+
+        SGLang retitles its child processes (`sglang::scheduler...`), not the process it was launched as, so
+        the main process's command line must be the recorded argv; a `sglang::` title is accepted too, should
+        a version retitle it."""
+        if state.get("boot_id") and state["boot_id"] != (boot or boot_id()):
+            return False
+        if process_start_time(state["pid"], proc_root) != state["start_time"]:
+            return False
+        owner = process_uid(state["pid"], proc_root)
+        expected = os.geteuid() if uid is None else uid
+        argv = process_argv(state["pid"], proc_root) or []
+        if owner != expected:
+            raise self.bad("pid %d runs as uid %s, not as uid %d that launched the server" % (
+                state["pid"], owner, expected))
+        if argv != state["argv"] and not (argv and argv[0].startswith("sglang::")):
+            raise self.bad("pid %d runs %r, not the recorded server's command line" % (
+                state["pid"], " ".join(argv)[:200]))
+        return True
+
+    def bad(self, problem):
+        return BadState("The state file %s cannot be trusted: %s. Nothing was signalled or changed. Check "
+                        "that no server of this instance runs, then remove %s and %s."
+                        % (self.state_path, problem, self.state_path, self.pid_path))
 
     def save(self, state):
-        if not os.path.isdir(self.state_dir):
-            os.makedirs(self.state_dir, 0o750)
-        for path, content in ((self.state_path, json.dumps(state, indent=2, sort_keys=True)),
-                              (self.pid_path, "%d\n" % state["pid"])):
-            temporary = path + ".tmp"
-            with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-                handle.write(content)
-            os.rename(temporary, path)
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, self.name + ".json", json.dumps(state, indent=2, sort_keys=True), 0o600)
+            write_atomically(directory, self.name + ".pid", "%d\n" % state["pid"], 0o600)
+        finally:
+            os.close(directory)
+
+    def write_secret_env(self, text):
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, self.secret_env_name, text, 0o600)
+        finally:
+            os.close(directory)
 
     def forget(self):
-        for path in (self.pid_path, self.state_path):
-            try:
-                os.unlink(path)
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    raise
+        """Remove the pid, state and secret environment files; the names of those that were there."""
+        if path_kind(self.state_dir) is None:
+            return []
+        directory = self.directory()
+        try:
+            return [name for name in (self.name + ".pid", self.name + ".json", self.secret_env_name)
+                    if remove(directory, name)]
+        finally:
+            os.close(directory)
 
-    @staticmethod
-    def running(state, proc_root="/proc"):
-        """True when the recorded process is alive and really the one we launched: same pid and
-        same kernel start time (a reused pid has another; SGLang may retitle its processes, so
-        the command line is no proof)."""
-        return bool(state) and process_start_time(state["pid"], proc_root) == state["start_time"]
+
+def state_problem(state):
+    """What makes a loaded state unusable, or None."""
+    if not isinstance(state, dict):
+        return "it holds no JSON object"
+    for key, kinds in (("pid", int), ("start_time", int), ("argv", list), ("env_digest", str),
+                       ("log_path", str), ("offset", int)):
+        if isinstance(state.get(key), bool) or not isinstance(state.get(key), kinds):
+            return "%s is missing or not of the right type" % key
+    if not all(isinstance(word, str) for word in state["argv"]) or not state["argv"]:
+        return "argv is not a command line"
+    if state["pid"] <= 1:
+        return "pid %d is not a server's (pid 1 is init, 0 and below are process groups)" % state["pid"]
+    return None
 
 
 def launch(argv, env, log_path):
     """Start argv detached (own session), stdout and stderr appended to log_path."""
-    with open(log_path, "ab") as log:
-        offset = log.seek(0, os.SEEK_END)
+    log = open_log(log_path)
+    try:
+        offset = os.lseek(log, 0, os.SEEK_END)
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=dict(os.environ, **(env or {})), start_new_session=True, close_fds=True,
         )
+    finally:
+        os.close(log)
     start_time = None
     deadline = time.monotonic() + 5
     while start_time is None and time.monotonic() < deadline:
@@ -296,31 +589,47 @@ def wait_gpu_release(pids, timeout, query=gpu_memory_pids, sleep=time.sleep, clo
 
 
 # systemd: the same command and environment as a unit, so that systemd starts, restarts and stops it.
-SYSTEMD_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+# Words of these characters need no quotes in ExecStart= and Environment= (fullmatch: `$` accepts a trailing newline).
+SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 SECRET_VARIABLE = "BLACKWELL_GPU_NODE_SECRET_ARG"
 
 
-def systemd_quote(word):
-    """One word of an ExecStart= or Environment= line: `%` and `$` escaped as systemd expands them."""
+def systemd_quote(word, expands_variables=True):
+    """One word of an ExecStart= line (expands_variables) or an Environment= assignment: `%` doubled, as
+    systemd expands specifiers in both; where quotes are needed `\\` and `"` escaped (systemd unescapes C-style
+    in quotes), and `$` doubled in ExecStart=, where systemd expands $VAR and ${VAR} (Environment= does not)."""
     escaped = word.replace("%", "%%")
-    if SYSTEMD_PLAIN.match(word):
+    if SYSTEMD_PLAIN.fullmatch(word):
         return escaped
-    return '"%s"' % escaped.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$")
+    escaped = escaped.replace("\\", "\\\\").replace('"', '\\"')
+    return '"%s"' % (escaped.replace("$", "$$") if expands_variables else escaped)
 
 
-def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path):
+def systemd_path(path):
+    """A path in EnvironmentFile= or StandardOutput=append:, which take the rest of the line as it is, after
+    specifier expansion."""
+    return path.replace("%", "%%")
+
+
+def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path, secret_flags=SECRET_FLAGS):
     """The unit file text and the secret environment file's variables for argv and env.
 
-    Values of secret flags (the API key) move to the secret environment file, which only root reads,
-    and the unit refers to them as ${...}, which systemd expands when it starts the service."""
+    Values of secret flags, in both spellings (`--api-key KEY`, `--api-key=KEY`), move to the secret
+    environment file, which only root reads, and the unit refers to them as ${...}, which systemd expands
+    when it starts the service."""
     words, secrets = [], {}
-    for index, word in enumerate(argv):
-        if index and argv[index - 1] in SECRET_FLAGS:
-            variable = "%s_%d" % (SECRET_VARIABLE, index)
+    for index, (word, shown) in enumerate(zip(argv, masked_argv(argv, secret_flags))):
+        if word == shown:
+            words.append(systemd_quote(word))
+            continue
+        variable = "%s_%d" % (SECRET_VARIABLE, index)
+        flag, equals, value = word.partition("=")
+        if equals and shown == flag + "=" + MASK:
+            secrets[variable] = value
+            words.append(systemd_quote(flag + "=") + "${%s}" % variable)
+        else:
             secrets[variable] = word
             words.append("${%s}" % variable)
-        else:
-            words.append(systemd_quote(word))
     lines = [
         "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
         "[Unit]",
@@ -332,11 +641,12 @@ def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path):
         "Type=simple",
         "ExecStart=" + " ".join(words),
     ]
-    lines += ["Environment=%s" % systemd_quote("%s=%s" % item) for item in sorted(env.items())]
+    lines += ["Environment=%s" % systemd_quote("%s=%s" % item, expands_variables=False)
+              for item in sorted(env.items())]
     lines += [
-        "EnvironmentFile=-%s" % secret_env_path,
-        "StandardOutput=append:%s" % log_path,
-        "StandardError=append:%s" % log_path,
+        "EnvironmentFile=-%s" % systemd_path(secret_env_path),
+        "StandardOutput=append:%s" % systemd_path(log_path),
+        "StandardError=append:%s" % systemd_path(log_path),
         "Restart=on-failure",
         "RestartSec=10",
         "KillMode=control-group",
@@ -349,6 +659,9 @@ def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path):
 
 
 def environment_file(variables):
-    """The text of a systemd EnvironmentFile= for variables."""
-    return "".join('%s="%s"\n' % (name, value.replace("\\", "\\\\").replace('"', '\\"'))
-                   for name, value in sorted(variables.items()))
+    """The text of a systemd EnvironmentFile= for variables: each value in double quotes, where systemd (like
+    a POSIX shell) takes a backslash before `\\`, `"`, `$` and a backquote as keeping that character. Values
+    hold no control characters (refused before), so each assignment is one line."""
+    def quoted(value):
+        return re.sub(r'([\\"$`])', r"\\\1", value)
+    return "".join('%s="%s"\n' % (name, quoted(value)) for name, value in sorted(variables.items()))

@@ -18,10 +18,20 @@ description:
   - Runs C(python -m sglang.launch_server) from a virtualenv, detached in its own session and process group,
     so that it outlives the Ansible connection, with stdout and stderr appended to O(log_path).
   - Records the server in O(state_dir) (C(<name>.pid) and C(<name>.json) with argv, environment digest, log
-    offset at launch and the process's kernel start time). A later run recognises its own server by pid B(and)
-    start time, so a reused pid is never taken for it.
+    offset at launch, the process's kernel start time and the boot id). A later run recognises its own server by
+    pid B(and) start time B(and) boot, so a reused pid is never taken for it. A process that has the recorded pid
+    and start time but another owner, or a command line that is neither the recorded one nor retitled by SGLang
+    (C(sglang::...)), is never signalled; the task fails naming the state file. So does a state file that is not
+    valid JSON, lacks a field, or names pid 1 or below.
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
+  - Every value that reaches the command line, the unit or an environment file is checked before anything is
+    started, stopped or written, whatever the state; a control character (newline, carriage return, NUL...) in
+    any of them fails the task naming the option. If anything fails after the launch (recording the server,
+    a systemd step), the server just started is stopped again and the message says so.
+  - Root never writes through a symbolic link. The log, the state, pid and secret files and the unit are opened
+    with C(O_NOFOLLOW) (temporary files with C(O_EXCL) under a random name), and a O(log_path) or O(state_dir)
+    that is a link, or not a regular file or directory, is refused.
   - V(stopped) sends SIGTERM to the server's process group, SIGKILL after O(stop_timeout), and where
     C(nvidia-smi) exists waits until the GPU memory the server held is released. Other processes that hold the
     GPUs are killed only with O(kill_gpu_holders=true).
@@ -46,7 +56,9 @@ options:
     choices: [started, stopped, restarted, status]
     default: started
   name:
-    description: Name of this server instance on the host; names its pid and state files (and its systemd unit).
+    description:
+      - Name of this server instance on the host; names its pid and state files (and its systemd unit).
+      - 1 to 64 letters, digits, V(_), V(.) or V(-), starting with a letter or digit, without V(..).
     type: str
     default: sglang
   manager:
@@ -55,7 +67,10 @@ options:
       - V(systemd) writes the unit C(sglang-<name>.service) into O(systemd_unit_dir) with the same command and
         environment (C(Restart=on-failure), output appended to O(log_path), C(TimeoutStopSec) from
         O(stop_timeout)), enables and starts it, and stops it with C(systemctl disable --now). Secrets (O(api_key),
-        O(secret_env)) go into C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+        the values of every flag of O(secret_flags) in O(extra_args), in both spellings, and O(secret_env)) go into
+        C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+      - Stopping the server, or moving it to the other manager, removes the unit file (after C(systemctl disable
+        --now), then C(daemon-reload)) and the secret file.
       - Either way the result has the server's main pid and the log offset at its start, for
         M(blackwell.gpu_node.wait_for_server). Changing the manager restarts the server under the other one.
     type: str
@@ -66,7 +81,7 @@ options:
     type: path
     default: /etc/systemd/system
   state_dir:
-    description: Directory of the pid and state files.
+    description: Directory of the pid and state files, created C(0750) when missing. Not a symbolic link.
     type: path
     default: /var/lib/blackwell-gpu-node
   python:
@@ -84,7 +99,7 @@ options:
     type: int
     default: 1
   host:
-    description: C(--host).
+    description: C(--host). Must resolve to an address of this host.
     type: str
     default: 127.0.0.1
   port:
@@ -143,13 +158,26 @@ options:
         visible in the host's process list to users who can read other users' command lines.
     type: str
   extra_args:
-    description: Further arguments appended to the command line as they are.
+    description:
+      - Further arguments appended to the command line as they are.
+      - The values of secret flags (C(--api-key), C(--admin-api-key) and O(secret_flags)), as C(--flag VALUE) or
+        C(--flag=VALUE), are masked in results and diffs; prefer O(api_key) for the API key.
+    type: list
+    elements: str
+    default: []
+  secret_flags:
+    description:
+      - Further flags whose values are secrets, besides C(--api-key) and C(--admin-api-key), for example
+        V(--hf-token). Their values in O(extra_args) are masked wherever the command line is shown and, with
+        O(manager=systemd), kept in the root-only secret file, not in the unit.
     type: list
     elements: str
     default: []
   env:
     description:
       - Environment variables set on top of the host's for the server. A change restarts a running server.
+      - Names are letters, digits and V(_), not starting with a digit. Numbers are passed as their text
+        (C(NCCL_DEBUG=1) from the YAML integer 1); a boolean is refused, as its text is a guess, so quote it.
       - Put tokens in O(secret_env) instead, not here.
     type: dict
     default: {}
@@ -162,7 +190,10 @@ options:
     type: dict
     default: {}
   log_path:
-    description: File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
+    description:
+      - File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
+      - Created C(0640) when missing (an existing file keeps its mode), its directory C(0755) when missing. Only a
+        regular file is accepted; a directory, FIFO, device or symbolic link is refused.
     type: path
   stop_timeout:
     description: Seconds between SIGTERM and SIGKILL when stopping.
@@ -242,7 +273,7 @@ actions:
   type: list
   elements: str
 stale_pid:
-  description: Pid of a recorded server that was no longer running (crashed, or its pid reused).
+  description: Pid of a recorded server that was no longer running (crashed, its pid reused, or the host rebooted).
   returned: when found
   type: int
 killed:
@@ -277,8 +308,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import (
+    SECRET_FLAGS,
+    masked_argv,
+    secret_values,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    BadState,
     Instance,
+    InvalidOption,
+    bind_state,
+    boot_id,
     build_argv,
     check_options,
     device_holders,
@@ -286,13 +326,24 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     environment_file,
     group_members,
     launch,
-    masked,
-    port_is_free,
+    log_offset,
+    name_problems,
+    normalized_environment,
+    open_directory,
+    path_kind,
     process_start_time,
+    remove,
+    secret_flag_problems,
     systemd_unit,
     terminate,
+    text_problems,
     wait_gpu_release,
+    write_atomically,
 )
+
+
+class SystemdFailed(RuntimeError):
+    pass
 
 
 def server_env(params):
@@ -303,15 +354,35 @@ def recorded_option(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
 
 
-def systemctl(module, *args):
-    return module.run_command([module.get_bin_path("systemctl", required=True)] + list(args), check_rc=True)
+def systemctl(module, *args, **kwargs):
+    """Run systemctl; SystemdFailed when it fails, unless check=False."""
+    command = [module.get_bin_path("systemctl", required=True)] + list(args)
+    rc, out, err = module.run_command(command)
+    if rc != 0 and kwargs.get("check", True):
+        raise SystemdFailed("%s failed (%d): %s" % (" ".join(command), rc, (err or out).strip()))
+    return out
+
+
+def unit_name(params):
+    return "sglang-%s.service" % params["name"]
+
+
+def withdraw_unit(module, state, check=True):
+    """Stop and disable the recorded unit, remove its file and reload systemd: nothing of it stays behind."""
+    systemctl(module, "disable", "--now", state["unit"], check=check)
+    directory = open_directory(state.get("unit_dir") or module.params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        remove(directory, state["unit"])
+    finally:
+        os.close(directory)
+    systemctl(module, "daemon-reload", check=check)
 
 
 def stop(module, instance, state, result):
     members = group_members(state["pid"]) or [state["pid"]]
     if state.get("manager") == "systemd":
         # systemd stops the unit's whole cgroup: SIGTERM, then SIGKILL after TimeoutStopSec.
-        systemctl(module, "disable", "--now", state["unit"])
+        withdraw_unit(module, state)
         result["forced"] = []
     else:
         result["forced"] = terminate(members, module.params["stop_timeout"], signal_group=state["pid"])
@@ -324,53 +395,74 @@ def stop(module, instance, state, result):
     result["actions"].append("stopped")
 
 
-def unit_name(params):
-    return "sglang-%s.service" % params["name"]
+def clean_stale(module, instance, state, result):
+    """Forget a server that no longer runs; a unit of it is withdrawn, as systemd may still restart it."""
+    if state.get("manager") == "systemd":
+        withdraw_unit(module, state, check=False)
+    instance.forget()
+    result["actions"].append("cleaned stale pid file")
 
 
-def start_unit(module, argv):
+def start_unit(module, instance, argv, secret_flags):
     """Write the unit and start it; (main pid, log offset at the start, its start time)."""
     params = module.params
     unit = unit_name(params)
-    secret_path = os.path.join(params["state_dir"], params["name"] + ".secret.env")
     text, secrets = systemd_unit(params["name"], argv, params["env"], params["log_path"], params["stop_timeout"],
-                                 secret_path)
-    if not os.path.isdir(params["state_dir"]):
-        os.makedirs(params["state_dir"], 0o750)
-    with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-        handle.write(environment_file(dict(params["secret_env"], **secrets)))
-    with open(os.path.join(params["systemd_unit_dir"], unit), "w") as handle:
-        handle.write(text)
-    with open(params["log_path"], "ab") as log:
-        offset = log.seek(0, os.SEEK_END)
+                                 instance.secret_env_path, secret_flags)
+    instance.write_secret_env(environment_file(dict(params["secret_env"], **secrets)))
+    directory = open_directory(params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        write_atomically(directory, unit, text, 0o644)
+    finally:
+        os.close(directory)
+    offset = log_offset(params["log_path"])
     systemctl(module, "daemon-reload")
     systemctl(module, "enable", unit)
     systemctl(module, "restart", unit)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        _rc, out, _err = systemctl(module, "show", "--property=MainPID", "--value", unit)
-        pid = int(out.strip() or 0)
+        pid = int(systemctl(module, "show", "--property=MainPID", "--value", unit).strip() or 0)
         start_time = process_start_time(pid) if pid else None
         if start_time is not None:
             return pid, offset, start_time
         time.sleep(0.1)
-    module.fail_json(msg="systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
+    raise SystemdFailed("systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
 
 
-def start(module, instance, argv, result):
+def start(module, instance, argv, secret_flags, result):
     params = module.params
     state = {"argv": argv, "env_digest": env_digest(server_env(params)), "log_path": params["log_path"],
-             "manager": params["manager"], "started_at": time.time()}
+             "manager": params["manager"], "started_at": time.time(), "boot_id": boot_id(),
+             "secret_flags": list(params["secret_flags"])}
     if params["manager"] == "systemd":
-        state["unit"] = unit_name(params)
-        state["pid"], state["offset"], state["start_time"] = start_unit(module, argv)
+        state.update(unit=unit_name(params), unit_dir=params["systemd_unit_dir"])
+        try:
+            state["pid"], state["offset"], state["start_time"] = start_unit(module, instance, argv, secret_flags)
+        except (OSError, InvalidOption, SystemdFailed) as exc:
+            withdraw_unit(module, state, check=False)
+            instance.forget()
+            module.fail_json(msg="Starting %s failed: %s. The unit was stopped and removed again." % (
+                state["unit"], exc), **result)
     else:
-        process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+        try:
+            process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+        except (OSError, InvalidOption) as exc:
+            module.fail_json(msg="The server was not started: %s" % exc, **result)
         if state["start_time"] is None:
             module.fail_json(msg="The server exited at once (code %s); see %s" % (
                 process.poll(), params["log_path"]), **result)
         state["pid"] = process.pid
-    instance.save(state)
+    try:
+        instance.save(state)
+    except (OSError, InvalidOption) as exc:
+        if params["manager"] == "systemd":
+            withdraw_unit(module, state, check=False)
+        else:
+            terminate(group_members(state["pid"]) or [state["pid"]], params["stop_timeout"], signal_group=state["pid"])
+        instance.forget()
+        module.fail_json(msg="The server started (pid %d) but could not be recorded in state_dir=%s (%s), so it "
+                             "was stopped again: fix state_dir and run again." % (state["pid"], params["state_dir"], exc),
+                         **result)
     result.update(pid=state["pid"], offset=state["offset"], running=True)
     result["actions"].append("started")
 
@@ -405,6 +497,7 @@ def main():
             )),
             api_key=dict(type="str", no_log=True),
             extra_args=dict(type="list", elements="str", default=[]),
+            secret_flags=dict(type="list", elements="str", default=[], no_log=False),
             env=dict(type="dict", default={}),
             secret_env=dict(type="dict", default={}, no_log=True),
             log_path=dict(type="path"),
@@ -420,12 +513,27 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    # Everything that names a file or reaches a command line, a unit or an environment file is checked first,
+    # whatever the state: nothing is read, signalled or written with a value that fails.
+    params["env"], env_problems = normalized_environment(params["env"], "env")
+    params["secret_env"], secret_env_problems = normalized_environment(params["secret_env"], "secret_env")
+    problems = (name_problems(params) + text_problems(params) + secret_flag_problems(params["secret_flags"])
+                + env_problems + secret_env_problems)
+    if problems:
+        module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
+
     instance = Instance(params["state_dir"], params["name"])
-    recorded = instance.load()
-    ours = Instance.running(recorded)
+    try:
+        recorded = instance.load()
+        ours = bool(recorded) and instance.running(recorded)
+    except (BadState, InvalidOption) as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    secret_flags = SECRET_FLAGS + tuple(params["secret_flags"])
+    # The flags of the recorded launch still mask its command line when this run names fewer.
+    shown_flags = secret_flags + tuple((recorded or {}).get("secret_flags", ()))
     result = dict(changed=False, running=ours, actions=[])
     if recorded:
-        result.update(argv=masked(recorded["argv"]), log_path=recorded["log_path"])
+        result.update(argv=masked_argv(recorded["argv"], shown_flags), log_path=recorded["log_path"])
         if ours:
             result.update(pid=recorded["pid"], offset=recorded["offset"])
         else:
@@ -433,18 +541,27 @@ def main():
 
     holds_port = ours and recorded_option(recorded["argv"], "--port") == str(params["port"])
     if params["state"] == "status":
-        if holds_port:
-            result["port_state"] = "ours"
-        else:
-            result["port_state"] = "free" if port_is_free(params["host"], params["port"]) else "in_use"
+        try:
+            result["port_state"] = "ours" if holds_port else bind_state(params["host"], params["port"])
+        except InvalidOption as exc:
+            module.fail_json(msg=str(exc), **result)
         module.exit_json(**result)
 
     wanted = params["state"] in ("started", "restarted")
     argv = build_argv(params) if wanted else None
     if wanted:
+        # Secrets in extra_args (--api-key=KEY) are no option of their own: mask them in all output, the
+        # invocation's echo of extra_args included.
+        module.no_log_values.update(secret_values(argv, secret_flags))
         problems = check_options(params)
-        if not holds_port and 1 <= params["port"] <= 65535 and not port_is_free(params["host"], params["port"]):
-            problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
+        if params["manager"] == "systemd" and path_kind(params["systemd_unit_dir"]) != "directory":
+            problems.append("systemd_unit_dir=%s is not a directory (a link is not followed)" % params["systemd_unit_dir"])
+        if not holds_port and 1 <= params["port"] <= 65535:
+            try:
+                if bind_state(params["host"], params["port"]) == "in_use":
+                    problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
+            except InvalidOption as exc:
+                problems.append(str(exc))
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
 
@@ -461,23 +578,25 @@ def main():
         result["killed_gpu_holders"] = holders
     result["changed"] = bool(must_stop or must_start or cleans_stale or holders)
     result["diff"] = dict(
-        before=dict(running=ours, argv=masked(recorded["argv"]) if ours else []),
-        after=dict(running=wanted, argv=masked(argv) if wanted else []),
+        before=dict(running=ours, argv=masked_argv(recorded["argv"], shown_flags) if ours else []),
+        after=dict(running=wanted, argv=masked_argv(argv, secret_flags) if wanted else []),
     )
     if module.check_mode:
         module.exit_json(**result)
 
-    if cleans_stale:
-        instance.forget()
-        result["actions"].append("cleaned stale pid file")
-    if must_stop:
-        stop(module, instance, recorded, result)
-        result.update(running=False, pid=None, offset=None)
+    try:
+        if cleans_stale:
+            clean_stale(module, instance, recorded, result)
+        if must_stop:
+            stop(module, instance, recorded, result)
+            result.update(running=False, pid=None, offset=None)
+    except (OSError, InvalidOption, SystemdFailed) as exc:
+        module.fail_json(msg="Stopping the recorded server failed: %s" % exc, **result)
     if holders:
         terminate(sorted(holders), params["stop_timeout"])
     if must_start:
-        result["argv"], result["log_path"] = masked(argv), params["log_path"]
-        start(module, instance, argv, result)
+        result["argv"], result["log_path"] = masked_argv(argv, secret_flags), params["log_path"]
+        start(module, instance, argv, secret_flags, result)
     module.exit_json(**result)
 
 

@@ -5,6 +5,7 @@ module's result; `standin` starts the `sglang` stand-in from tests/fixtures.
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -17,24 +18,60 @@ STANDIN = CHECKOUT / "tests" / "fixtures" / "sglang_standin"
 COLLECTIONS = CHECKOUT / ".build" / "collections"
 
 
-def run_module(name, check_mode=False, **args):
+def descendants(pid):
+    """Pids of every process below pid, found through their parents: Ansible's workers start sessions of their
+    own, so the process group of `ansible` does not hold them."""
+    children = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def kill_tree(process):
+    """SIGKILL process and everything below it, the children first found while the parents still hold them."""
+    for pid in [process.pid] + descendants(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    process.wait()
+
+
+def run_module(module_name, check_mode=False, kill_after=300, **args):
+    """The module's result for localhost; AssertionError, after killing the whole tree of Ansible's processes,
+    when it takes longer than kill_after seconds (`timeout` is an option of some modules)."""
     environ = dict(
         os.environ,
         ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="json",
     )
-    completed = subprocess.run(
+    process = subprocess.Popen(
         [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
-         "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + name]
+         "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + module_name]
         + (["-a", json.dumps(args)] if args else [])
         + (["--check"] if check_mode else []),
-        capture_output=True, text=True, env=environ, timeout=300, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ, start_new_session=True,
     )
     try:
-        report = json.loads(completed.stdout)
+        stdout, stderr = process.communicate(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        kill_tree(process)
+        raise AssertionError("%s did not return within %ss; its processes were killed" % (module_name, kill_after))
+    try:
+        report = json.loads(stdout)
     except ValueError:
-        raise AssertionError("ansible printed no JSON:\n%s\n%s" % (completed.stdout, completed.stderr))
+        raise AssertionError("ansible printed no JSON:\n%s\n%s" % (stdout, stderr))
     return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 

@@ -1,8 +1,11 @@
 """sglang_server, run through Ansible, launching the sglang stand-in for real."""
+import json
 import os
 import signal
+import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -177,3 +180,170 @@ def test_short_environment_values_do_not_mangle_the_result(server):
     result = run_module("sglang_server", **dict(server, env=dict(server["env"], NCCL_NVLS_ENABLE="0")))
     assert result["offset"] == 0
     assert "127.0.0.1" in result["argv"]
+
+
+def processes_running(text):
+    """Pids whose command line holds text."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def assert_nothing_started(server):
+    assert not os.path.exists(server["log_path"])
+    assert not os.path.exists(server["state_dir"])
+    assert processes_running(server["model_path"]) == []
+
+
+@pytest.mark.parametrize("name", ["kimi/k2", "../x"])
+def test_a_name_that_is_no_file_name_is_refused_before_anything_starts(server, name):
+    result = run_module("sglang_server", name=name, **server)
+    assert result["failed"] is True and result["msg"].startswith("Nothing was changed: name=%r must be" % name)
+    assert_nothing_started(server)
+    assert not os.path.exists(os.path.join(os.path.dirname(server["state_dir"]), "x.json"))
+
+
+@pytest.mark.parametrize("change,option", [
+    (dict(extra_args=["--log-level", "info\nExecStartPre=/bin/touch /tmp/pwned"]), "extra_args[1]"),
+    (dict(env={"NCCL_DEBUG": "INFO\nExecStartPre=/bin/touch /tmp/pwned"}), "env.NCCL_DEBUG"),
+    (dict(host="127.0.0.1\r"), "host"),
+])
+def test_control_characters_are_refused_before_anything_starts(server, change, option):
+    result = run_module("sglang_server", **dict(server, **change))
+    assert result["failed"] is True
+    assert result["msg"].startswith("Nothing was changed: %s: the value holds the control character" % option)
+    assert_nothing_started(server)
+
+
+def test_a_fifo_as_log_path_is_refused_within_seconds(server, tmp_path):
+    os.mkfifo(str(tmp_path / "fifo.log"))
+    started = time.monotonic()
+    result = run_module("sglang_server", kill_after=60, **dict(server, log_path=str(tmp_path / "fifo.log")))
+    assert time.monotonic() - started < 30
+    assert result["msg"] == ("Nothing was changed: log_path=%s is a FIFO: only a regular file (or a path that does "
+                             "not exist yet) is accepted as the server's log" % (tmp_path / "fifo.log"))
+    assert processes_running(server["model_path"]) == []
+
+
+@pytest.mark.parametrize("kind", ["directory", "symbolic link"])
+def test_a_log_path_that_is_no_regular_file_is_refused_and_its_target_untouched(server, tmp_path, kind):
+    target = tmp_path / "target"
+    target.write_text("untouched")
+    log = tmp_path / "odd.log"
+    if kind == "directory":
+        log.mkdir()
+    else:
+        log.symlink_to(target)
+    result = run_module("sglang_server", **dict(server, log_path=str(log)))
+    assert result["msg"].startswith("Nothing was changed: log_path=%s is a %s: only a regular file" % (log, kind))
+    assert target.read_text() == "untouched"
+    assert processes_running(server["model_path"]) == []
+
+
+def test_a_link_in_place_of_the_state_files_temporary_is_not_written_through(server, tmp_path):
+    target = tmp_path / "target"
+    target.write_text("untouched")
+    os.makedirs(server["state_dir"])
+    for name in ("sglang.json.tmp", "sglang.pid.tmp"):
+        os.symlink(str(target), os.path.join(server["state_dir"], name))
+    result = run_module("sglang_server", **server)
+    assert result["changed"] is True and alive(result["pid"])
+    assert target.read_text() == "untouched"
+
+
+def test_the_log_is_created_readable_by_root_and_its_group_only(server):
+    run_module("sglang_server", **server)
+    assert stat.S_IMODE(os.stat(server["log_path"]).st_mode) == 0o640
+
+
+def test_an_api_key_in_extra_args_is_masked_everywhere(server):
+    result = run_module("sglang_server", secret_flags=["--hf-token"],
+                        **dict(server, extra_args=["--api-key=xk3y-s3cr3t", "--served-model-name", "m"]))
+    assert result["changed"] is True, result.get("msg")
+    text = json.dumps(result)
+    assert "xk3y-s3cr3t" not in text
+    assert "--api-key=********" in result["argv"] and "--api-key=********" in result["diff"]["after"]["argv"]
+    with open("/proc/%d/cmdline" % result["pid"], "rb") as handle:
+        assert b"--api-key=xk3y-s3cr3t" in handle.read().split(b"\0")
+
+
+def test_numbers_in_env_are_passed_as_text(server):
+    result = run_module("sglang_server", **dict(server, env=dict(server["env"], SGLANG_STANDIN_STEP=0.01, NCCL_DEBUG=1)))
+    assert result["changed"] is True, result.get("msg")
+    with open("/proc/%d/environ" % result["pid"], "rb") as handle:
+        environ = handle.read().split(b"\0")
+    assert b"NCCL_DEBUG=1" in environ and b"SGLANG_STANDIN_STEP=0.01" in environ
+
+
+def test_a_boolean_in_env_is_refused_naming_it(server):
+    result = run_module("sglang_server", **dict(server, env=dict(server["env"], NCCL_P2P_DISABLE=True)))
+    assert result["msg"].startswith("Nothing was changed: env.NCCL_P2P_DISABLE=True is not text or a number")
+    assert_nothing_started(server)
+
+
+def test_a_host_that_does_not_resolve_is_named_not_taken_for_a_busy_port(server):
+    result = run_module("sglang_server", **dict(server, host="no-such-host.invalid"))
+    assert result["msg"].startswith("Nothing was changed: host=no-such-host.invalid cannot be resolved")
+    assert "in use" not in result["msg"]
+
+
+def test_a_malformed_state_file_is_named_and_nothing_signalled(server):
+    os.makedirs(server["state_dir"])
+    state_file = os.path.join(server["state_dir"], "sglang.json")
+    with open(state_file, "w") as handle:
+        handle.write('{"pid": 12')
+    for state in ("stopped", "started"):
+        result = run_module("sglang_server", **dict(server, state=state))
+        assert result["failed"] is True and "Traceback" not in result.get("module_stderr", "")
+        assert result["msg"].startswith("The state file %s cannot be trusted: it is not JSON" % state_file)
+        assert "remove %s" % state_file in result["msg"]
+    assert processes_running(server["model_path"]) == []
+
+
+def write_state(server, pid, argv):
+    os.makedirs(server["state_dir"], exist_ok=True)
+    with open("/proc/%d/stat" % pid) as handle:
+        start_time = int(handle.read().rsplit(")", 1)[1].split()[19])
+    with open(os.path.join(server["state_dir"], "sglang.json"), "w") as handle:
+        json.dump({"pid": pid, "start_time": start_time, "argv": argv, "env_digest": "", "log_path": server["log_path"],
+                   "offset": 0, "manager": "module"}, handle)
+
+
+def test_a_state_file_naming_pid_1_is_refused(server):
+    write_state(server, 1, ["/sbin/init"])
+    result = run_module("sglang_server", state="stopped", state_dir=server["state_dir"])
+    assert result["failed"] is True
+    assert "pid 1 is not a server's" in result["msg"] and "Nothing was signalled" in result["msg"]
+
+
+def test_another_users_process_named_by_the_state_file_is_never_signalled(server):
+    foreign = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "120"],
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and open("/proc/%d/cmdline" % foreign.pid, "rb").read() != b"sleep\x00120\x00":
+            time.sleep(0.05)
+        write_state(server, foreign.pid, ["sleep", "120"])
+        for state in ("stopped", "restarted"):
+            result = run_module("sglang_server", **dict(server, state=state))
+            assert result["failed"] is True
+            assert "pid %d runs as uid 65534" % foreign.pid in result["msg"] and "Nothing was signalled" in result["msg"]
+            assert alive(foreign.pid)
+    finally:
+        foreign.kill()
+        foreign.wait()
+
+
+def test_a_server_that_cannot_be_recorded_is_stopped_again(server, tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run_module("sglang_server", **dict(server, state_dir=str(tmp_path / "file" / "state")))
+    assert result["failed"] is True
+    assert result["msg"].startswith("The server started (pid ")
+    assert "so it was stopped again" in result["msg"]
+    assert processes_running(server["model_path"]) == []

@@ -17,12 +17,40 @@ def test_server_answers_health(host):
                              "print(u.urlopen('http://127.0.0.1:38220/health').status)\"") == "200"
 
 
+TRICKY = 'tiny $HOME "q" \\b `x` 50% %h'
+
+
 def test_unit_runs_the_virtualenv_and_keeps_the_api_key_in_a_root_only_file(host):
     unit = host.file("/etc/systemd/system/" + UNIT).content_string
     assert "ExecStart=/opt/ml-env/bin/python -m sglang.launch_server --model-path /srv/models/tiny" in unit
     assert "not-in-the-unit" not in unit and "--api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_" in unit
     secrets = host.file("/var/lib/blackwell-gpu-node/sglang.secret.env")
     assert secrets.mode == 0o600 and "not-in-the-unit" in secrets.content_string
+    assert host.file("/etc/systemd/system/" + UNIT).mode == 0o644
+
+
+def test_unit_has_only_the_directives_the_module_writes(host):
+    unit = host.file("/etc/systemd/system/" + UNIT).content_string
+    keys = [line.split("=", 1)[0] for line in unit.splitlines() if line and not line.startswith(("#", "["))]
+    assert set(keys) <= {"Description", "After", "Wants", "Type", "ExecStart", "Environment", "EnvironmentFile",
+                         "StandardOutput", "StandardError", "Restart", "RestartSec", "KillMode", "TimeoutStopSec",
+                         "WantedBy"}
+    assert keys.count("ExecStart") == 1
+
+
+def test_the_server_gets_exactly_the_command_line_and_environment_given(host):
+    # Quoting for ExecStart=, Environment= and the EnvironmentFile: $, quotes, backslash, backquote, % and
+    # spaces arrive as they were given.
+    main_pid = int(host.check_output("systemctl show --property=MainPID --value " + UNIT))
+    argv = host.check_output("tr '\\0' '\\n' < /proc/%d/cmdline" % main_pid).split("\n")
+    assert argv[argv.index("--served-model-name") + 1] == TRICKY
+    assert argv[argv.index("--api-key") + 1] == 'not-in-the-unit $HOME "q" \\b `x` 50%'
+    environ = host.check_output("tr '\\0' '\\n' < /proc/%d/environ" % main_pid).split("\n")
+    assert "SGLANG_NOTE=a $HOME \"q\" \\b `x` 50% %h" in environ and "SGLANG_STANDIN_STEP=0.02" in environ
+
+
+def test_the_log_is_not_world_readable(host):
+    assert host.file("/var/log/sglang/sglang.log").mode == 0o640
 
 
 def test_output_goes_to_the_log(host):

@@ -1,11 +1,17 @@
+import calendar
+import os
+import socket
+import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils import _sglang_server as core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import masked_argv
 
 STANDIN = Path(__file__).resolve().parents[3] / "fixtures" / "sglang_standin"
 sys.path.insert(0, str(STANDIN))
@@ -20,7 +26,9 @@ def options(**changes):
         python="/home/sglang/ml-env/bin/python", model_path="/shared/kimi-k2.5-int4", model_is_hub_id=False,
         tensor_parallel_size=1, host="127.0.0.1", port=30000, trust_remote_code=False, cuda_graph_max_bs=None,
         disable_custom_all_reduce=False, attention_backend=None, nnodes=1, node_rank=0, dist_init_addr=None,
-        speculative=None, api_key=None, extra_args=[], log_path="/tmp/server.log",
+        speculative=None, api_key=None, extra_args=[], log_path="/tmp/server.log", name="sglang",
+        state_dir="/var/lib/blackwell-gpu-node", secret_flags=[], env={}, secret_env={},
+        systemd_unit_dir="/etc/systemd/system",
     )
     params.update(changes)
     return params
@@ -65,11 +73,13 @@ def test_single_node_passes_no_multi_node_flags():
     assert "--nnodes" not in core.build_argv(options(dist_init_addr="10.0.0.1:5000"))
 
 
-def test_api_key_is_masked():
+def test_api_key_is_masked_by_the_shared_module_only():
     argv = core.build_argv(options(api_key="s3cr3t"))
     assert argv[-2:] == ["--api-key", "s3cr3t"]
-    assert core.masked(argv)[-2:] == ["--api-key", "********"]
-    assert "s3cr3t" not in core.masked(argv)
+    assert masked_argv(argv)[-2:] == ["--api-key", "********"]
+    # One list of secret flags and one masking function, in _secrets: no copy here.
+    assert not any(hasattr(core, name) for name in ("masked", "MASK_TEXT")) and core.SECRET_FLAGS is not None
+    assert "SECRET_FLAGS = " not in Path(core.__file__).read_text()
 
 
 def test_env_digest_ignores_order_and_sees_values():
@@ -87,13 +97,13 @@ def test_valid_options_have_no_problem(tmp_path):
 
 
 @pytest.mark.parametrize("change,problem", [
-    (dict(python="/nonexistent/python"), "python=/nonexistent/python is missing or not executable"),
+    (dict(python="/nonexistent/python"), "python=/nonexistent/python is missing, not executable"),
+    (dict(python="python3"), "python=python3 is missing, not executable or not an absolute path"),
     (dict(model_path="/nonexistent/model"), "model_path=/nonexistent/model is not a directory on the host"),
     (dict(tensor_parallel_size=0), "tensor_parallel_size=0 must be a positive integer"),
     (dict(port=70000), "port=70000 is out of range (1-65535)"),
     (dict(nnodes=2, node_rank=2, dist_init_addr="h:1"), "node_rank=2 must be at least 0 and less than nnodes=2"),
     (dict(nnodes=2, node_rank=1, dist_init_addr="10.0.0.1"), "dist_init_addr='10.0.0.1' must be HOST:PORT"),
-    (dict(log_path="/nonexistent/dir/s.log"), "log_path=/nonexistent/dir/s.log: its directory /nonexistent/dir"),
     (dict(speculative={"algorithm": "EAGLE3", "draft_model_path": None}), "speculative.draft_model_path is required"),
 ])
 def test_each_bad_option_is_named(tmp_path, change, problem):
@@ -103,29 +113,273 @@ def test_each_bad_option_is_named(tmp_path, change, problem):
     assert len(problems) == 1 and problems[0].startswith(problem)
 
 
+def test_log_path_under_a_file_is_named(tmp_path):
+    params = valid(tmp_path)
+    (tmp_path / "file").write_text("")
+    params["log_path"] = str(tmp_path / "file" / "dir" / "s.log")
+    assert core.check_options(params) == ["log_path=%s: %s is not a writable directory" % (
+        params["log_path"], tmp_path / "file")]
+
+
+def test_missing_log_directory_is_no_problem_as_it_is_created(tmp_path):
+    params = valid(tmp_path)
+    params["log_path"] = str(tmp_path / "new" / "dir" / "s.log")
+    assert core.check_options(params) == []
+
+
 def test_hub_id_is_not_looked_for_on_disk(tmp_path):
     params = valid(tmp_path)
     params.update(model_path="moonshotai/Kimi-K2.5", model_is_hub_id=True)
     assert core.check_options(params) == []
 
 
+def recorded(pid, argv, **changes):
+    state = {"pid": pid, "start_time": core.process_start_time(pid), "argv": argv, "env_digest": "", "log_path": "/l",
+             "offset": 0, "boot_id": core.boot_id()}
+    state.update(changes)
+    return state
+
+
 def test_instance_recognises_its_process_by_start_time(tmp_path):
     instance = core.Instance(str(tmp_path / "state"), "sglang")
     child = subprocess.Popen(["sleep", "30"])
     try:
-        state = {"pid": child.pid, "start_time": core.process_start_time(child.pid), "argv": ["sleep", "30"]}
+        state = recorded(child.pid, ["sleep", "30"])
         instance.save(state)
         assert (tmp_path / "state" / "sglang.pid").read_text() == "%d\n" % child.pid
         assert oct((tmp_path / "state" / "sglang.json").stat().st_mode & 0o777) == "0o600"
-        assert core.Instance.running(instance.load())
+        assert oct((tmp_path / "state").stat().st_mode & 0o777) == "0o750"
+        assert instance.running(instance.load())
         reused = dict(state, start_time=state["start_time"] - 1)  # same pid, another process
-        assert not core.Instance.running(reused)
+        assert not instance.running(reused)
+        rebooted = dict(state, boot_id="another-boot")  # same pid and start time after a reboot
+        assert not instance.running(rebooted)
     finally:
         child.kill()
         child.wait()
-    assert not core.Instance.running(instance.load())
-    instance.forget()
+    assert not instance.running(instance.load())
+    assert instance.forget() == ["sglang.pid", "sglang.json"]
     assert instance.load() is None
+    assert sorted(os.listdir(str(tmp_path / "state"))) == []
+
+
+def test_a_process_of_another_user_or_command_is_never_taken_for_ours(tmp_path):
+    instance = core.Instance(str(tmp_path), "sglang")
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(core.BadState, match="pid %d runs as uid %d, not as uid 4242" % (child.pid, os.getuid())):
+            instance.running(recorded(child.pid, ["sleep", "30"]), uid=4242)
+        with pytest.raises(core.BadState, match="runs 'sleep 30', not the recorded server's command line"):
+            instance.running(recorded(child.pid, ["python", "-m", "sglang.launch_server"]))
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_retitled_sglang_process_is_still_ours(tmp_path):
+    # A /proc of one process whose stat and status are this process's and whose command line is a title.
+    own = tmp_path / str(os.getpid())
+    own.mkdir()
+    for name in ("stat", "status"):
+        (own / name).write_text(Path("/proc/self/%s" % name).read_text())
+    (own / "cmdline").write_bytes(b"sglang::main\0")
+    state = recorded(os.getpid(), ["python", "-m", "sglang.launch_server"])
+    state["start_time"] = core.process_start_time(os.getpid(), proc_root=str(tmp_path))
+    assert core.Instance(str(tmp_path), "sglang").running(state, proc_root=str(tmp_path))
+
+
+@pytest.mark.parametrize("content,problem", [
+    ("{not json", "it is not JSON"),
+    ("[]", "it holds no JSON object"),
+    ('{"pid": 1, "start_time": 5, "argv": ["x"], "env_digest": "", "log_path": "/l", "offset": 0}',
+     "pid 1 is not a server's"),
+    ('{"pid": 0, "start_time": 5, "argv": ["x"], "env_digest": "", "log_path": "/l", "offset": 0}',
+     "pid 0 is not a server's"),
+    ('{"pid": "12", "start_time": 5, "argv": ["x"], "env_digest": "", "log_path": "/l", "offset": 0}',
+     "pid is missing or not of the right type"),
+])
+def test_a_state_file_that_cannot_be_trusted_is_named(tmp_path, content, problem):
+    (tmp_path / "sglang.json").write_text(content)
+    with pytest.raises(core.BadState) as raised:
+        core.Instance(str(tmp_path), "sglang").load()
+    message = str(raised.value)
+    assert message.startswith("The state file %s cannot be trusted: %s" % (tmp_path / "sglang.json", problem))
+    assert "Nothing was signalled" in message and "remove %s" % (tmp_path / "sglang.json") in message
+
+
+def test_a_state_file_that_is_a_link_is_not_read(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "sglang.json").symlink_to(target)
+    with pytest.raises(core.BadState, match="it cannot be opened as a file"):
+        core.Instance(str(tmp_path / "state"), "sglang").load()
+
+
+def test_saving_never_writes_through_a_link(tmp_path):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    target = tmp_path / "target"
+    target.write_text("untouched")
+    for name in ("sglang.json.tmp", "sglang.pid.tmp", "sglang.json", "sglang.pid"):
+        (state_dir / name).symlink_to(target)
+    child_state = recorded(os.getpid(), ["x"])
+    core.Instance(str(state_dir), "sglang").save(child_state)
+    assert target.read_text() == "untouched"
+    assert not (state_dir / "sglang.json").is_symlink() and not (state_dir / "sglang.pid").is_symlink()
+    assert sorted(name for name in os.listdir(str(state_dir)) if not (state_dir / name).is_symlink()) == [
+        "sglang.json", "sglang.pid"]
+
+
+def test_a_state_dir_that_is_a_link_is_refused(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "real")
+    with pytest.raises(core.InvalidOption, match="state_dir=%s is a symbolic link" % (tmp_path / "state")):
+        core.Instance(str(tmp_path / "state"), "sglang").save(recorded(os.getpid(), ["x"]))
+    assert os.listdir(str(tmp_path / "real")) == []
+    params = options(state_dir=str(tmp_path / "state"))
+    assert core.name_problems(params) == ["state_dir=%s is a symbolic link: point state_dir at a directory (root "
+                                          "writes there, and never through a link)" % (tmp_path / "state")]
+
+
+@pytest.mark.parametrize("name", ["kimi/k2", "../x", "..", "a..b", ".hidden", "", "x\n", "a@b", "50%", "a b",
+                                  "x" * 65])
+def test_bad_names_are_refused(name):
+    problems = core.name_problems(options(name=name))
+    assert problems and any(problem.startswith("name=%r must be" % name) for problem in problems)
+
+
+@pytest.mark.parametrize("name", ["sglang", "kimi-k2.5_int4", "K2", "x" * 64])
+def test_good_names_pass(name):
+    assert core.name_problems(options(name=name)) == []
+
+
+@pytest.mark.parametrize("change,variable", [
+    (dict(extra_args=["--log-level", "info\nExecStartPre=/bin/touch /tmp/pwned"]), "extra_args[1]"),
+    (dict(env={"NCCL_DEBUG": "INFO\rX"}), "env.NCCL_DEBUG"),
+    (dict(env={"A\nB": "1"}), "env (a name)"),
+    (dict(secret_env={"HF_TOKEN": "t\x00"}), "secret_env.HF_TOKEN"),
+    (dict(api_key="k\n"), "api_key"),
+    (dict(log_path="/var/log/s\n.log"), "log_path"),
+    (dict(model_path="/m\n"), "model_path"),
+    (dict(python="/p\x1b"), "python"),
+    (dict(host="127.0.0.1\n"), "host"),
+    (dict(dist_init_addr="h:1\n"), "dist_init_addr"),
+    (dict(attention_backend="fa3\u2028"), "attention_backend"),
+    (dict(speculative={"algorithm": "EAGLE3\n", "draft_model_path": "/d"}), "speculative.algorithm"),
+    (dict(speculative={"algorithm": "EAGLE3", "draft_model_path": "/d\n"}), "speculative.draft_model_path"),
+    (dict(systemd_unit_dir="/etc/systemd/system\n"), "systemd_unit_dir"),
+    (dict(secret_flags=["--token\n"]), "secret_flags[0]"),
+])
+def test_control_characters_are_refused_naming_the_option(change, variable):
+    problems = core.text_problems(options(**change))
+    assert len(problems) == 1 and problems[0].startswith(variable + ": the value holds the control character")
+
+
+def test_control_characters_in_name_and_state_dir_are_refused():
+    problems = core.name_problems(options(name="a\nb", state_dir="/var/lib/x\n"))
+    assert [problem.split(":")[0] for problem in problems[:2]] == ["name", "state_dir"]
+
+
+def test_environment_numbers_become_text_and_booleans_are_refused():
+    assert core.normalized_environment({"SGLANG_STANDIN_STEP": 0.05, "NCCL_DEBUG": 1, "A": "x"}, "env") == (
+        {"SGLANG_STANDIN_STEP": "0.05", "NCCL_DEBUG": "1", "A": "x"}, [])
+    values, problems = core.normalized_environment({"FLAG": True, "NONE": None, "1X": "v", "A-B": "v"}, "env")
+    assert values == {}
+    assert problems == [
+        "env: '1X' is not an environment variable name (letters, digits and _, not starting with a digit)",
+        "env: 'A-B' is not an environment variable name (letters, digits and _, not starting with a digit)",
+        "env.FLAG=True is not text or a number: quote the value the server should see, for example '1' or 'true'",
+        "env.NONE=None is not text or a number: quote the value the server should see, for example '1' or 'true'",
+    ]
+
+
+def test_secret_flags_must_be_long_options():
+    assert core.secret_flag_problems(["--hf-token", "--x"]) == []
+    assert core.secret_flag_problems(["token", "--a b", "--x\n"]) == [
+        "secret_flags: %r is not a long option such as --admin-api-key" % flag for flag in ("token", "--a b", "--x\n")]
+
+
+@pytest.fixture
+def odd_paths(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo"))
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "target").write_text("untouched")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    return tmp_path
+
+
+@pytest.mark.parametrize("name,kind", [("fifo", "FIFO"), ("dir", "directory"), ("link", "symbolic link")])
+def test_only_a_regular_file_is_a_log(odd_paths, name, kind):
+    path = str(odd_paths / name)
+    assert core.log_path_problem(path) == ("log_path=%s is a %s: only a regular file (or a path that does not exist "
+                                           "yet) is accepted as the server's log" % (path, kind))
+    params = valid(odd_paths)
+    params["log_path"] = path
+    assert core.log_path_problem(path) in core.check_options(params)
+    assert core.log_path_problem("/dev/null").startswith("log_path=/dev/null is a device")
+    assert core.log_path_problem(str(odd_paths / "new.log")) is None
+
+
+@pytest.mark.parametrize("name", ["fifo", "dir", "link"])
+def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
+    outcome = []
+
+    def open_it():
+        try:
+            core.open_log(str(odd_paths / name))
+        except core.InvalidOption as exc:
+            outcome.append(str(exc))
+    opener = threading.Thread(target=open_it, daemon=True)
+    opener.start()
+    opener.join(5)
+    if opener.is_alive():  # unblock the thread: a reader on the FIFO lets the open return
+        os.close(os.open(str(odd_paths / "fifo"), os.O_RDONLY | os.O_NONBLOCK))
+        pytest.fail("open_log blocked on %s" % name)
+    assert outcome and outcome[0].startswith("log_path=%s is a " % (odd_paths / name))
+    assert (odd_paths / "target").read_text() == "untouched"
+
+
+def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
+    old_umask = os.umask(0)
+    try:
+        descriptor = core.open_log(str(tmp_path / "logs" / "new.log"))
+        os.close(descriptor)
+        existing = tmp_path / "old.log"
+        existing.write_text("x")
+        existing.chmod(0o600)
+        assert core.log_offset(str(existing)) == 1
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "logs" / "new.log").stat().st_mode) == 0o640
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o600
+
+
+def test_open_log_leaves_a_blocking_descriptor(tmp_path):
+    import fcntl
+    descriptor = core.open_log(str(tmp_path / "s.log"))
+    try:
+        assert not fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_NONBLOCK
+    finally:
+        os.close(descriptor)
+
+
+def test_process_start_time_is_field_22_of_stat():
+    # A comm with spaces and parentheses, and a start time computed independently by ps from the boot time.
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; open('/proc/self/comm', 'w').write('a) b (c'); "
+                              "sys.stdout.write('1\\n'); sys.stdout.flush(); time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()
+        assert Path("/proc/%d/comm" % child.pid).read_text().strip() == "a) b (c"
+        lstart = subprocess.run(["ps", "-o", "lstart=", "-p", str(child.pid)], capture_output=True, text=True,
+                                check=True, env=dict(os.environ, TZ="UTC", LC_ALL="C")).stdout.strip()
+        started = calendar.timegm(time.strptime(lstart, "%a %b %d %H:%M:%S %Y"))
+        boot = [int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")][0]
+        ticks = core.process_start_time(child.pid)
+        assert abs(boot + ticks / os.sysconf("SC_CLK_TCK") - started) <= 1.0
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_group_members_and_terminate(tmp_path):
@@ -186,14 +440,20 @@ def test_gpu_memory_pids_parses_the_query():
     assert core.gpu_memory_pids(run=lambda *a, **k: completed) == {1234, 5678}
 
 
-def test_port_is_free():
-    import socket
+def test_bind_state():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        assert core.port_is_free("127.0.0.1", port) is False
-    assert core.port_is_free("127.0.0.1", port) is True
+        assert core.bind_state("127.0.0.1", port) == "in_use"
+    assert core.bind_state("127.0.0.1", port) == "free"
+
+
+def test_a_host_that_does_not_resolve_or_is_not_here_is_named():
+    with pytest.raises(core.InvalidOption, match=r"^host=no-such-host.invalid cannot be resolved \("):
+        core.bind_state("no-such-host.invalid", 30000)
+    with pytest.raises(core.InvalidOption, match=r"^host=192.0.2.1 port=30000 cannot be bound on this host"):
+        core.bind_state("192.0.2.1", 30000)  # TEST-NET-1, an address of no host here
 
 
 def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
@@ -209,10 +469,48 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     assert 'Environment="NOTE=a b"' in text and "Environment=SGLANG_STANDIN_STEP=0.05" in text
     assert "StandardOutput=append:/var/log/sglang/sglang.log" in text and "TimeoutStopSec=30" in text
     assert "EnvironmentFile=-/var/lib/blackwell-gpu-node/sglang.secret.env" in text
-    assert core.environment_file(dict(secrets, TOKEN='a"b')) == 'BLACKWELL_GPU_NODE_SECRET_ARG_6="s3cr$t"\nTOKEN="a\\"b"\n'
+    assert core.environment_file(dict(secrets, TOKEN='a"b')) == 'BLACKWELL_GPU_NODE_SECRET_ARG_6="s3cr\\$t"\nTOKEN="a\\"b"\n'
+
+
+def test_secret_flags_in_both_spellings_never_reach_the_unit():
+    argv = ["/venv/bin/python", "-m", "sglang.launch_server", "--api-key=k1", "--admin-api-key", "k2",
+            "--hf-token=k3", "--served-model-name", "m"]
+    text, secrets = core.systemd_unit("sglang", argv, {}, "/var/log/s.log", 30, "/state/sglang.secret.env",
+                                      core.SECRET_FLAGS + ("--hf-token",))
+    assert "k1" not in text and "k2" not in text and "k3" not in text
+    assert ("--api-key=${BLACKWELL_GPU_NODE_SECRET_ARG_3} --admin-api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_5} "
+            "--hf-token=${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name m") in text
+    assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_3": "k1", "BLACKWELL_GPU_NODE_SECRET_ARG_5": "k2",
+                       "BLACKWELL_GPU_NODE_SECRET_ARG_6": "k3"}
+
+
+def test_environment_keeps_dollars_and_paths_escape_specifiers():
+    text, _secrets = core.systemd_unit("sglang", ["/p", "$x"], {"NOTE": "costs $5 at 50%"}, "/var/log/50%/s.log",
+                                       30, "/state/%h/sglang.secret.env")
+    # Environment= expands no variables, so `$` stays single there; ExecStart= does, so it is doubled.
+    assert 'Environment="NOTE=costs $5 at 50%%"' in text and 'ExecStart=/p "$$x"' in text
+    assert "StandardOutput=append:/var/log/50%%/s.log" in text and "EnvironmentFile=-/state/%%h/sglang.secret.env" in text
+
+
+def test_environment_file_escapes_what_systemd_unescapes_in_double_quotes():
+    # systemd.exec, EnvironmentFile=: in double quotes a backslash keeps any of \\ " ` $.
+    assert core.environment_file({"K": 'a\\b"c`d$e f'}) == 'K="a\\\\b\\"c\\`d\\$e f"\n'
+
+
+def test_plain_words_are_matched_whole():
+    # match() with ^...$ took a word ending in a newline for plain and wrote it unquoted.
+    assert core.systemd_quote("--tp\n") == '"--tp\n"'
 
 
 @pytest.mark.parametrize("word,quoted", [("--tp", "--tp"), ("/a/b.c", "/a/b.c"), ("a b", '"a b"'), ("$HOME", '"$$HOME"'),
                                          ('say "hi"', '"say \\"hi\\""'), ("back\\slash", '"back\\\\slash"')])
 def test_systemd_quote(word, quoted):
     assert core.systemd_quote(word) == quoted
+
+
+def test_forget_removes_the_secret_environment_file_too(tmp_path):
+    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    instance.write_secret_env(core.environment_file({"HF_TOKEN": "t"}))
+    assert stat.S_IMODE((tmp_path / "state" / "sglang.secret.env").stat().st_mode) == 0o600
+    assert instance.forget() == ["sglang.secret.env"]
+    assert os.listdir(str(tmp_path / "state")) == []
