@@ -19,6 +19,11 @@ SECRET_FLAGS = ("--api-key", "--admin-api-key")
 MASK = "********"
 
 
+def is_secret_flag(word, secret_flags=SECRET_FLAGS):
+    """True for a secret flag or an abbreviation of one: SGLang's argparse takes `--api-ke` for `--api-key`."""
+    return len(word) > 2 and word.startswith("--") and any(flag.startswith(word) for flag in secret_flags)
+
+
 def masked_argv(argv, secret_flags=SECRET_FLAGS):
     """argv with the value of every secret flag masked, in both spellings (`--flag VALUE`, `--flag=VALUE`)."""
     shown = []
@@ -28,11 +33,11 @@ def masked_argv(argv, secret_flags=SECRET_FLAGS):
         if hide_next:
             shown.append(MASK)
             hide_next = False
-        elif equals and flag in secret_flags:
+        elif equals and is_secret_flag(flag, secret_flags):
             shown.append(flag + "=" + MASK)
         else:
             shown.append(word)
-            hide_next = word in secret_flags
+            hide_next = is_secret_flag(word, secret_flags)
     return shown
 
 

@@ -33,3 +33,9 @@ def test_server_args_line_and_given_values_are_masked():
 
 def test_empty_values_do_not_mask_everything():
     assert masked_text("plain line", values=["", None]) == "plain line"
+
+
+def test_abbreviations_that_argparse_accepts_are_masked_too():
+    argv = ["--api-ke=k1", "--admin-api", "k2", "--ap", "k3", "--port", "30000", "--", "x"]
+    assert masked_argv(argv) == ["--api-ke=" + MASK, "--admin-api", MASK, "--ap", MASK, "--port", "30000", "--", "x"]
+    assert secret_values(argv) == ["k1", "k2", "k3"]
