@@ -1,7 +1,8 @@
 """Run the modules for real through Ansible, against real processes on this machine.
 
 `run_module` calls `ansible localhost -m <FQCN>` with a local connection and returns the
-module's result; `standin` starts the `sglang` stand-in from tests/fixtures.
+module's result (on timeout, it kills every process Ansible started, the module included);
+`standin` starts the `sglang` stand-in from tests/fixtures.
 """
 import json
 import os
@@ -11,25 +12,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from process_tree import run_bounded
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 STANDIN = CHECKOUT / "tests" / "fixtures" / "sglang_standin"
 COLLECTIONS = CHECKOUT / ".build" / "collections"
 
 
-def run_module(name, check_mode=False, **args):
+def run_module(name, check_mode=False, run_timeout=300, **args):
     environ = dict(
         os.environ,
         ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="json",
     )
-    completed = subprocess.run(
+    completed = run_bounded(
         [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
          "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + name]
         + (["-a", json.dumps(args)] if args else [])
         + (["--check"] if check_mode else []),
-        capture_output=True, text=True, env=environ, timeout=300, check=False,
+        timeout=run_timeout, env=environ,
     )
     try:
         report = json.loads(completed.stdout)
