@@ -56,7 +56,7 @@ def probe_failure(exc, host):
         return "cannot resolve host %s (%s)" % (host, reason.strerror or reason)
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused (nothing listens there yet)"
-    if isinstance(reason, (socket.timeout, TimeoutError)):
+    if isinstance(reason, TimeoutError):
         return "no answer within the probe's timeout"
     return str(reason) or type(reason).__name__
 
@@ -98,6 +98,9 @@ class Waiter(object):
         for line in self.follower.read_lines():
             self.tail.append(line)
             self.classifier.feed(line)
+        # The end of the data is only at the end of the log: a dead process's traceback can be
+        # in the part of a backlog that the next polls read.
+        final = final and not self.follower.behind
         if final:
             partial = self.follower.pending_partial_line()
             if partial:
@@ -118,7 +121,7 @@ class Waiter(object):
                 elapsed = self.clock() - start
                 if self.classifier.failure is not None:
                     return self._failed(elapsed, failure=self.classifier.failure.as_dict(self.catalogue, self.tail))
-                if gone:
+                if gone and not self.follower.behind:
                     return self._failed(elapsed, cause=DEATH_WITHOUT_TRACEBACK.format(pid=self.pid))
                 if self.classifier.ready_line is not None or not self.require_ready_line:
                     if self.health_probe is None:

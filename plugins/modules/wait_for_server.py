@@ -250,9 +250,9 @@ last_lines:
 
 import functools
 import re
+from urllib.parse import urlparse
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.six.moves.urllib.parse import urlparse
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower

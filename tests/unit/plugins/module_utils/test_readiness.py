@@ -179,6 +179,17 @@ def test_deadline_holds_over_a_backlog_bigger_than_can_be_read_in_time(tmp_path)
     assert 0 < result["offset"] < 4 * 1024 ** 3
 
 
+def test_a_dead_process_is_judged_on_the_whole_backlog(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2026-01-01 12:00:00 TP0] Capturing batches (bs=160 avail_mem=9.13 GB): 12%\n" * 20000
+                   + "Traceback (most recent call last):\n"
+                   + '  File "a.py", line 1, in <module>\n'
+                   + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    result = wait(LogFollower(str(log), max_bytes_per_call=64 * 1024), pid=4242, alive=lambda pid: False)
+    assert result["failure"]["cause"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert result["offset"] == log.stat().st_size
+
+
 def real_server_args_line(api_key):
     """The server_args line of a real SGLang start-up, as if it had been started with --api-key."""
     for line in (LOGS / "success-tp4-qwq32b-l4-ignorable-error-msg.log").read_text().splitlines():
