@@ -39,7 +39,7 @@ description:
     log grows faster than it can be read.
   - Secrets never reach the result. The values of the C(api_key) and C(admin_api_key) fields of SGLang's
     start-up C(server_args=ServerArgs(...)) line (and of the fields of O(secret_flags)), and the values of
-    O(mask), are replaced by C(********) in RV(last_lines), RV(ready_line), RV(failure) and RV(msg).
+    O(mask), are replaced by C(********) in RV(last_lines), RV(ready_line), RV(failure) and the message.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
