@@ -29,7 +29,17 @@ description:
     C(Failed to import ... falling back)) never fail it.
   - Each poll reads only the bytes added since the last one, so a log of many GB costs nothing extra. The log
     may not exist yet, may be truncated in place (copytruncate) or replaced (rotation), and may hold partial
-    lines, bytes that are not UTF-8 and very long lines.
+    lines, bytes that are not UTF-8 and very long lines (kept up to 64 KiB each). A bare carriage return ends a
+    line too, so each update of a progress bar is a line of its own.
+  - Only a regular file is followed as O(log_path). A FIFO, a device, a socket or a directory fails the task at
+    once with a message naming O(log_path), and so does a log that is later replaced by one of them. A path that
+    does not exist yet is waited for.
+  - Each poll reads at most 4 MiB or 20000 lines (a backlog is read on without sleeping), so O(timeout) holds
+    within about one O(poll_interval), one such read and one health probe (at most 2 seconds), also when the
+    log grows faster than it can be read.
+  - Secrets never reach the result. The values of the C(api_key) and C(admin_api_key) fields of SGLang's
+    start-up C(server_args=ServerArgs(...)) line (and of the fields of O(secret_flags)), and the values of
+    O(mask), are replaced by C(********) in RV(last_lines), RV(ready_line), RV(failure) and the message.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
@@ -55,9 +65,12 @@ options:
     description:
       - Process to watch. When it is gone (or a zombie) before the server is ready, the module fails,
         with the traceback if the log has one. Mutually exclusive with O(pid_path).
+      - Must be 1 or more (0 and negative numbers name groups of processes).
     type: int
   pid_path:
-    description: File holding the pid to watch, as the M(blackwell.gpu_node.sglang_server) module writes it.
+    description:
+      - File holding the pid to watch, as the M(blackwell.gpu_node.sglang_server) module writes it.
+      - A file that does not hold a pid of 1 or more fails the task.
     type: path
   timeout:
     description:
@@ -110,12 +123,32 @@ options:
   health_url:
     description:
       - After the ready line, also require HTTP 200 from this URL (SGLang's C(/health) answers 503 while
-        starting). Checked on each poll until O(timeout).
+        starting). Checked on each poll until O(timeout), each probe bounded by a timeout of 2 seconds.
+      - An C(http://) or C(https://) URL with a host. When it never answers, the failure says why (for
+        instance that its host cannot be resolved, or that the connection is refused).
     type: str
   last_lines:
-    description: How many of the last log lines to return.
+    description:
+      - How many of the last log lines to return (masked, see O(mask)). V(0) returns none; the traceback of
+        a failure is returned all the same.
     type: int
     default: 40
+  mask:
+    description:
+      - Values to replace by C(********) wherever they would appear in the result (log lines, ready line,
+        failure and message), for instance the server's API key or a Hugging Face token.
+      - The C(api_key) and C(admin_api_key) fields of SGLang's C(server_args) line are masked without being
+        given here.
+    type: list
+    elements: str
+    default: []
+  secret_flags:
+    description:
+      - Further SGLang flags whose values are secrets, besides C(--api-key) and C(--admin-api-key). The
+        field SGLang logs for each in its C(server_args) line (C(--hf-token) logs C(hf_token='...')) is masked.
+    type: list
+    elements: str
+    default: []
 notes:
   - Runs on the target, next to the log. Use it after M(blackwell.gpu_node.sglang_server), passing its
     C(offset) and C(pid).
@@ -133,6 +166,8 @@ EXAMPLES = r"""
     pid: "{{ launch.pid }}"
     health_url: http://127.0.0.1:30000/health
     timeout: 3600
+    mask:
+      - "{{ sglang_api_key }}"
 
 - name: Wait on a node of rank >= 1, which never logs the ready line
   blackwell.gpu_node.wait_for_server:
@@ -169,8 +204,8 @@ offset:
   returned: unless check mode
   type: int
 ready_line:
-  description: The ready line as logged.
-  returned: when seen
+  description: The ready line as logged (masked, see O(mask)); null when it was not seen.
+  returned: unless check mode
   type: str
   sample: "[2026-11-30 10:00:00] The server is fired up and ready to roll!"
 health_status:
@@ -178,19 +213,19 @@ health_status:
   returned: unless check mode
   type: int
 failure:
-  description: Why the server is not ready.
-  returned: on failure
+  description: Why the server is not ready; null when it is ready.
+  returned: unless check mode
   type: dict
   contains:
     cause:
-      description: The cause in one line, led by the rank that raised it.
+      description: The cause in one line, led by the rank that raised it (masked, see O(mask)).
       type: str
       sample: "[TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     ranks:
       description: The rank prefix of the lines (C(TP3), C(DP0 TP3)); empty for the main process.
       type: str
     traceback:
-      description: The whole traceback, that rank's lines only; empty when there was none.
+      description: The whole traceback, that rank's lines only (masked, see O(mask)); empty when there was none.
       type: str
     diagnosis:
       description: The known cause and its fix, or null.
@@ -207,29 +242,38 @@ failure:
           description: What to do.
           type: str
 last_lines:
-  description: The last lines read from the log.
+  description: The last lines read from the log (at most O(last_lines)), masked (see O(mask)).
   returned: unless check mode
   type: list
   elements: str
 """
 
+import functools
 import re
+from urllib.parse import urlparse
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter, probe_failure
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import SECRET_FLAGS, masked_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier
 
+PROBE_TIMEOUT = 2
+FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")
+
 
 def health_probe(url):
+    host = urlparse(url).hostname
+
     def probe():
         try:
-            return open_url(url, timeout=2, validate_certs=False).getcode()
-        except Exception as exc:  # refused, 503 (HTTPError carries a code), timeout
-            return getattr(exc, "code", None)
+            return open_url(url, timeout=PROBE_TIMEOUT, validate_certs=False).getcode(), None
+        except Exception as exc:  # 503 (HTTPError carries a code), refused, unresolvable, timeout
+            code = getattr(exc, "code", None)
+            return (code, None) if isinstance(code, int) else (None, "health_url %s: %s" % (url, probe_failure(exc, host)))
 
     return probe
 
@@ -237,9 +281,14 @@ def health_probe(url):
 def read_pid(module, path):
     try:
         with open(path) as handle:
-            return int(handle.read().strip())
+            pid = int(handle.read().strip())
     except (IOError, OSError, ValueError) as exc:
         module.fail_json(msg="pid_path=%s does not hold a pid: %s" % (path, exc), ready=False)
+    if pid <= 0:
+        # os.kill(0) and os.kill(-1) signal groups of processes: the watch would never see a death.
+        module.fail_json(msg="pid_path=%s holds %d, not a pid (a pid is 1 or more): point pid_path at the "
+                             "server's pid file" % (path, pid), ready=False)
+    return pid
 
 
 def check_options(module):
@@ -249,6 +298,20 @@ def check_options(module):
             module.fail_json(msg="%s must be a positive number of seconds, not %s" % (name, params[name]))
     if params["offset"] < 0:
         module.fail_json(msg="offset must be 0 or more, not %s" % params["offset"])
+    if params["pid"] is not None and params["pid"] <= 0:
+        module.fail_json(msg="pid must be a process id (1 or more), not %s: 0 and negative numbers name groups "
+                             "of processes, whose death would never be seen" % params["pid"])
+    if params["last_lines"] < 0:
+        module.fail_json(msg="last_lines must be 0 (return no log lines) or more, not %s" % params["last_lines"])
+    url = params["health_url"]
+    if url is not None:
+        parts = urlparse(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            module.fail_json(msg="health_url must be an http:// or https:// URL with a host, "
+                                 "such as http://127.0.0.1:30000/health, not %r" % url)
+    for flag in params["secret_flags"]:
+        if not FLAG.fullmatch(flag):
+            module.fail_json(msg="secret_flags: %r is not a flag such as --hf-token" % flag)
     patterns = [("ready_pattern", params["ready_pattern"])]
     patterns += [("fatal_patterns", pattern) for pattern in params["fatal_patterns"]]
     patterns += [("diagnoses[%s].pattern" % entry["id"], entry["pattern"]) for entry in params["diagnoses"]]
@@ -284,6 +347,8 @@ def main():
             require_ready_line=dict(type="bool", default=True),
             health_url=dict(type="str"),
             last_lines=dict(type="int", default=40),
+            mask=dict(type="list", elements="str", default=[], no_log=True),
+            secret_flags=dict(type="list", elements="str", default=[], no_log=False),
         ),
         mutually_exclusive=[("pid", "pid_path")],
         required_if=[("require_ready_line", False, ("health_url",))],
@@ -305,6 +370,8 @@ def main():
         require_ready_line=params["require_ready_line"],
         catalogue=tuple(params["diagnoses"]) + DIAGNOSES,
         last_lines=params["last_lines"],
+        mask=functools.partial(masked_text, values=params["mask"],
+                               secret_flags=SECRET_FLAGS + tuple(params["secret_flags"])),
     )
     result = waiter.run()
     if result["ready"]:

@@ -1,7 +1,8 @@
 """Run the modules for real through Ansible, against real processes on this machine.
 
 `run_module` calls `ansible localhost -m <FQCN>` with a local connection and returns the
-module's result; `standin` starts the `sglang` stand-in from tests/fixtures.
+module's result (on timeout, it kills every process Ansible started, the module included);
+`standin` starts the `sglang` stand-in from tests/fixtures.
 """
 import json
 import os
@@ -12,66 +13,36 @@ import sys
 from pathlib import Path
 
 import pytest
+from process_tree import run_bounded
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 STANDIN = CHECKOUT / "tests" / "fixtures" / "sglang_standin"
 COLLECTIONS = CHECKOUT / ".build" / "collections"
 
 
-def descendants(pid):
-    """Pids of every process below pid, found through their parents: Ansible's workers start sessions of their
-    own, so the process group of `ansible` does not hold them."""
-    children = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, pending = [], [pid]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            found.append(child)
-            pending.append(child)
-    return found
-
-
-def kill_tree(process):
-    """SIGKILL process and everything below it, the children first found while the parents still hold them."""
-    for pid in [process.pid] + descendants(process.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    process.wait()
-
-
-def run_module(module_name, check_mode=False, kill_after=300, **args):
+def run_module(module_name, check_mode=False, run_timeout=300, **args):
     """The module's result for localhost; AssertionError, after killing the whole tree of Ansible's processes,
-    when it takes longer than kill_after seconds (`timeout` is an option of some modules)."""
+    when it takes longer than run_timeout seconds (`timeout` is an option of some modules)."""
     environ = dict(
         os.environ,
         ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="json",
     )
-    process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
-         "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + module_name]
-        + (["-a", json.dumps(args)] if args else [])
-        + (["--check"] if check_mode else []),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ, start_new_session=True,
-    )
     try:
-        stdout, stderr = process.communicate(timeout=kill_after)
+        completed = run_bounded(
+            [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
+             "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + module_name]
+            + (["-a", json.dumps(args)] if args else [])
+            + (["--check"] if check_mode else []),
+            timeout=run_timeout, env=environ,
+        )
     except subprocess.TimeoutExpired:
-        kill_tree(process)
-        raise AssertionError("%s did not return within %ss; its processes were killed" % (module_name, kill_after))
+        raise AssertionError("%s did not return within %ss; its processes were killed" % (module_name, run_timeout))
     try:
-        report = json.loads(stdout)
+        report = json.loads(completed.stdout)
     except ValueError:
-        raise AssertionError("ansible printed no JSON:\n%s\n%s" % (stdout, stderr))
+        raise AssertionError("ansible printed no JSON:\n%s\n%s" % (completed.stdout, completed.stderr))
     return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 

@@ -224,7 +224,7 @@ def test_control_characters_are_refused_before_anything_starts(server, change, o
 def test_a_fifo_as_log_path_is_refused_within_seconds(server, tmp_path):
     os.mkfifo(str(tmp_path / "fifo.log"))
     started = time.monotonic()
-    result = run_module("sglang_server", kill_after=60, **dict(server, log_path=str(tmp_path / "fifo.log")))
+    result = run_module("sglang_server", run_timeout=60, **dict(server, log_path=str(tmp_path / "fifo.log")))
     assert time.monotonic() - started < 30
     assert result["msg"] == ("Nothing was changed: log_path=%s is a FIFO: only a regular file (or a path that does "
                              "not exist yet) is accepted as the server's log" % (tmp_path / "fifo.log"))

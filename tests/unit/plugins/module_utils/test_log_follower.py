@@ -1,6 +1,13 @@
 import os
+import socket
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import (
+    MAX_BYTES_PER_CALL,
+    LogFollower,
+    LogPathError,
+)
 
 
 def append(path, data):
@@ -91,3 +98,109 @@ def test_moved_away_and_not_recreated_keeps_reading_the_old_file(tmp_path):
     os.rename(log, tmp_path / "server.log.1")
     append(tmp_path / "server.log.1", b"two\n")
     assert list(follower.read_lines()) == ["two"]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a character device", "a directory", "a socket"])
+def test_only_regular_files_are_followed(tmp_path, kind):
+    # A FIFO without a writer blocks open(); /dev/zero never ends; a directory cannot be read.
+    path = {"a character device": "/dev/zero"}.get(kind, str(tmp_path / "server.log"))
+    if kind == "a FIFO":
+        os.mkfifo(path)
+    elif kind == "a directory":
+        os.mkdir(path)
+    elif kind == "a socket":
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+    with pytest.raises(LogPathError) as refused:
+        list(LogFollower(path).read_lines())
+    assert str(refused.value).startswith("log_path %s is %s, not a regular file" % (path, kind))
+
+
+def test_unreadable_log_names_log_path(tmp_path):
+    log = tmp_path / "server.log"
+    os.symlink(log, log)  # a loop: stat fails with ELOOP, even for root
+    with pytest.raises(LogPathError, match=r"^log_path %s cannot be read: Too many levels of symbolic links$" % log):
+        list(LogFollower(str(log)).read_lines())
+
+
+def test_replaced_by_a_fifo_reads_the_rest_of_the_old_file_then_refuses(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"one\n")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["one"]
+    append(log, b"two\n")
+    os.rename(log, tmp_path / "server.log.1")
+    os.mkfifo(log)
+    lines = []
+    with pytest.raises(LogPathError, match="is a FIFO, not a regular file"):
+        for line in follower.read_lines():
+            lines.append(line)
+    assert lines == ["two"]
+
+
+def test_a_huge_backlog_is_read_a_bounded_amount_per_call(tmp_path):
+    log = tmp_path / "server.log"
+    with open(log, "wb") as handle:
+        handle.truncate(1024 ** 3)  # 1 GiB of NUL bytes, sparse: no line end anywhere
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == []
+    assert follower.offset == MAX_BYTES_PER_CALL
+    assert follower.behind
+
+
+def test_many_short_lines_are_read_a_bounded_number_per_call(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"".join(b"%d\n" % n for n in range(100000)))
+    follower = LogFollower(str(log), max_lines_per_call=1000)
+    first = list(follower.read_lines())
+    assert 1000 <= len(first) < 100000 and follower.behind
+    rest = []
+    while follower.behind:
+        rest += follower.read_lines()
+    assert first + rest == [str(n) for n in range(100000)]
+
+
+def test_rotation_reads_a_backlog_of_the_old_file_before_the_new_one(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"start\n")
+    follower = LogFollower(str(log), max_bytes_per_call=64 * 1024)
+    assert list(follower.read_lines()) == ["start"]
+    old = [b"old %06d" % n for n in range(20000)]
+    append(log, b"\n".join(old) + b"\n")
+    os.rename(log, tmp_path / "server.log.1")
+    append(log, b"new\n")
+    lines = list(follower.read_lines())
+    while follower.behind:
+        lines += follower.read_lines()
+    assert lines == [line.decode() for line in old] + ["new"]
+    assert follower.rotations == 1
+
+
+def test_carriage_returns_end_lines_so_progress_bars_do_not_hide_the_ready_line(tmp_path):
+    log = tmp_path / "server.log"
+    updates = b"".join(b"\rLoading safetensors checkpoint shards: %3d%% Completed | %d/2000" % (n // 20, n)
+                       for n in range(2000))
+    assert len(updates) > 64 * 1024
+    append(log, updates + b"\r\n[2026-11-30 10:00:00] The server is fired up and ready to roll!\n")
+    lines = list(LogFollower(str(log)).read_lines())
+    assert lines[-1] == "[2026-11-30 10:00:00] The server is fired up and ready to roll!"
+    assert lines[-2] == "Loading safetensors checkpoint shards:  99% Completed | 1999/2000"
+    assert len(lines) == 1 + 2000 + 1  # the empty line before the first \r, each update, the ready line
+
+
+def test_a_crlf_pair_split_between_two_reads_is_one_line_end(tmp_path):
+    log = tmp_path / "server.log"
+    follower = LogFollower(str(log))
+    append(log, b"Load weight begin.\r")
+    assert list(follower.read_lines()) == ["Load weight begin."]
+    append(log, b"\nLoad weight end.\r\n\r\n")
+    assert list(follower.read_lines()) == ["Load weight end.", ""]
+
+
+def test_a_crlf_pair_split_between_two_chunks_is_one_line_end(tmp_path, monkeypatch):
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils import _log_follower
+
+    monkeypatch.setattr(_log_follower, "READ_CHUNK", 8)
+    log = tmp_path / "server.log"
+    append(log, b"1234567\r\nnext\n")
+    assert list(LogFollower(str(log)).read_lines()) == ["1234567", "next"]

@@ -1,8 +1,21 @@
+import functools
+import os
+import re
+import socket
+import time
+import urllib.error
+from pathlib import Path
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import (
     Waiter,
+    probe_failure,
     process_is_running,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import MASK, masked_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier
+
+LOGS = Path(__file__).resolve().parents[3] / "data" / "sglang_logs"
 
 READY = "[2026-01-01 12:00:00] The server is fired up and ready to roll!"
 
@@ -14,6 +27,7 @@ class ScriptedLog(object):
         self.batches = list(batches)
         self.offset = 0
         self.closed = False
+        self.behind = False
 
     def read_lines(self):
         lines = self.batches.pop(0) if self.batches else []
@@ -38,10 +52,10 @@ class Clock(object):
         self.now += seconds
 
 
-def wait(log, timeout=10, alive=lambda pid: True, pid=None, **options):
+def wait(log, timeout=10, alive=lambda pid: True, pid=None, classifier=None, **options):
     clock = Clock()
     waiter = Waiter(
-        log, StartupClassifier(), timeout=timeout, poll_interval=0.25, pid=pid,
+        log, classifier or StartupClassifier(), timeout=timeout, poll_interval=0.25, pid=pid,
         is_running=alive, clock=clock, sleep=clock.sleep, **options
     )
     return waiter.run()
@@ -58,7 +72,7 @@ def test_ready_on_the_ready_line():
 
 
 def test_health_must_answer_200_after_the_ready_line():
-    answers = [None, 503, 200]
+    answers = [(None, "connection refused"), (503, None), (200, None)]
     result = wait(ScriptedLog([READY]), health_probe=lambda: answers.pop(0))
     assert result["ready"] is True
     assert result["health_status"] == 200
@@ -66,7 +80,7 @@ def test_health_must_answer_200_after_the_ready_line():
 
 
 def test_rank_above_zero_is_ready_on_health_alone():
-    result = wait(ScriptedLog(["[2026-01-01 12:00:00 TP8] Load weight end."]), health_probe=lambda: 200,
+    result = wait(ScriptedLog(["[2026-01-01 12:00:00 TP8] Load weight end."]), health_probe=lambda: (200, None),
                   require_ready_line=False)
     assert result["ready"] is True
 
@@ -81,7 +95,7 @@ def test_timeout_says_what_was_missing_and_shows_the_last_lines():
 
 
 def test_timeout_with_ready_line_but_unhealthy():
-    result = wait(ScriptedLog([READY]), timeout=1, health_probe=lambda: 503)
+    result = wait(ScriptedLog([READY]), timeout=1, health_probe=lambda: (503, None))
     assert result["failure"]["cause"] == "the health URL answered 503, not 200, within the timeout of 1s"
 
 
@@ -129,3 +143,91 @@ def test_zombie_counts_as_gone():
         time.sleep(0.01)
     assert not process_is_running(child.pid)  # exited, not yet reaped: a zombie
     child.wait()
+
+
+def test_timeout_says_why_the_health_url_never_answered():
+    problem = "health_url http://no-such-host.invalid:30000/health: cannot resolve host no-such-host.invalid"
+    result = wait(ScriptedLog([READY]), timeout=1, health_probe=lambda: (None, problem))
+    assert result["failure"]["cause"] == "the health URL gave no HTTP answer within the timeout of 1s: " + problem
+
+
+def test_probe_failures_in_words():
+    unresolvable = urllib.error.URLError(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    assert probe_failure(unresolvable, "no-such-host.invalid") == (
+        "cannot resolve host no-such-host.invalid (Name or service not known)")
+    refused = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+    assert probe_failure(refused, "127.0.0.1").startswith("connection refused")
+    assert probe_failure(socket.timeout("timed out"), "h") == "no answer within the probe's timeout"
+
+
+def test_a_log_path_that_is_not_a_regular_file_fails_at_once(tmp_path):
+    fifo = tmp_path / "server.log"
+    os.mkfifo(fifo)
+    result = wait(LogFollower(str(fifo)), timeout=600)
+    assert result["ready"] is False and result["elapsed"] == 0
+    assert result["failure"]["cause"].startswith("log_path %s is a FIFO, not a regular file" % fifo)
+
+
+def test_deadline_holds_over_a_backlog_bigger_than_can_be_read_in_time(tmp_path):
+    log = tmp_path / "server.log"
+    with open(log, "wb") as handle:
+        handle.truncate(4 * 1024 ** 3)  # 4 GiB, sparse: far more than can be read in the timeout
+    started = time.monotonic()
+    result = Waiter(LogFollower(str(log)), StartupClassifier(), timeout=0.5, poll_interval=0.1).run()
+    assert time.monotonic() - started < 2
+    assert result["failure"]["cause"].startswith("no ready line within the timeout")
+    assert 0 < result["offset"] < 4 * 1024 ** 3
+
+
+def test_a_dead_process_is_judged_on_the_whole_backlog(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2026-01-01 12:00:00 TP0] Capturing batches (bs=160 avail_mem=9.13 GB): 12%\n" * 20000
+                   + "Traceback (most recent call last):\n"
+                   + '  File "a.py", line 1, in <module>\n'
+                   + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    result = wait(LogFollower(str(log), max_bytes_per_call=64 * 1024), pid=4242, alive=lambda pid: False)
+    assert result["failure"]["cause"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert result["offset"] == log.stat().st_size
+
+
+def real_server_args_line(api_key):
+    """The server_args line of a real SGLang start-up, as if it had been started with --api-key."""
+    for line in (LOGS / "success-tp4-qwq32b-l4-ignorable-error-msg.log").read_text().splitlines():
+        if "server_args=ServerArgs(" in line:
+            assert "api_key=None" in line
+            return line.replace("api_key=None", "api_key=%r" % api_key)
+    raise AssertionError("no server_args line")
+
+
+def test_the_api_key_of_the_server_args_line_is_masked_by_default():
+    line = real_server_args_line("sk-9f8e7d6c")
+    result = wait(ScriptedLog([line, READY]))
+    assert "sk-9f8e7d6c" not in repr(result)
+    assert "api_key='%s'" % MASK in result["last_lines"][0]
+    assert "model_path='/home/model/Qwen/QwQ-32B'" in result["last_lines"][0]
+
+
+def test_given_values_and_flags_are_masked_in_every_returned_text():
+    line = real_server_args_line("sk-9f8e7d6c").replace("ServerArgs(", "ServerArgs(hf_token='hf_Tok3n', ")
+    mask = functools.partial(masked_text, values=["p4ssw0rd"],
+                             secret_flags=("--api-key", "--admin-api-key", "--hf-token"))
+    lines = [
+        line,
+        "[2026-11-30 10:00:00] Connecting to http://admin:p4ssw0rd@10.0.0.5/ ... ready p4ssw0rd",
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in <module>',
+        "RuntimeError: login with p4ssw0rd refused",
+    ]
+    classifier = StartupClassifier(ready_pattern=re.escape("ready p4ssw0rd"))
+    ready = wait(ScriptedLog(lines[:2]), classifier=classifier, mask=mask)
+    assert ready["ready_line"].endswith("ready " + MASK)
+    failed = wait(ScriptedLog(lines), mask=mask, pid=4242, alive=lambda pid: False)
+    assert failed["failure"]["cause"] == "RuntimeError: login with %s refused" % MASK
+    assert MASK in failed["failure"]["traceback"] and MASK in failed["msg"]
+    timed_out = wait(ScriptedLog(lines[:2]), timeout=1, mask=mask)
+    timed_out_unhealthy = wait(ScriptedLog(lines[:2]), timeout=1, mask=mask, require_ready_line=False,
+                               health_probe=lambda: (None, "health_url http://admin:p4ssw0rd@h/health: refused"))
+    for result in (ready, failed, timed_out, timed_out_unhealthy):
+        shown = repr(result)
+        assert "p4ssw0rd" not in shown and "sk-9f8e7d6c" not in shown and "hf_Tok3n" not in shown
+    assert "hf_token='%s'" % MASK in timed_out["last_lines"][0]
