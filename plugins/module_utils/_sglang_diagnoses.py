@@ -37,7 +37,7 @@ DIAGNOSES = (
     },
     {
         "id": "optional_dependency_missing",
-        "pattern": r"DeepEP is not installed|No module named '(deep_ep|deep_gemm|mooncake|nvshmem|nixl)\b"
+        "pattern": r"DeepEP is not installed|No module named '(deep_ep|mooncake|nvshmem|nixl)\b"
         r"|Please install mooncake|DeepGEMM is not (installed|available)|lib(nvshmem\w*|mooncake\w*)\.so[.\d]*: "
         r"cannot open shared object file",
         "cause": "A feature chosen in the server's flags needs a package the stack does not install: DeepEP "

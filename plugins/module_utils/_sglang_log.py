@@ -91,12 +91,14 @@ class Failure(object):
         self.lines = lines
 
     def as_dict(self, catalogue=DIAGNOSES, context=()):
-        text = "\n".join(list(self.lines) + list(context))
+        # The failure's own lines decide; the lines around it only when they name no known cause, since
+        # a harmless warning earlier in the log ("No module named 'deep_gemm'") must not outrank them.
+        traceback = "\n".join(self.lines)
         return {
             "cause": ("[%s] %s" % (self.ranks, self.cause)) if self.ranks else self.cause,
             "ranks": self.ranks,
-            "traceback": "\n".join(self.lines),
-            "diagnosis": diagnose(text, catalogue),
+            "traceback": traceback,
+            "diagnosis": diagnose(traceback, catalogue) or diagnose("\n".join(context), catalogue),
         }
 
 

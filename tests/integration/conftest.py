@@ -6,7 +6,6 @@ module's result (on timeout, it kills every process Ansible started, the module 
 """
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys

@@ -242,3 +242,20 @@ def test_catalogue_ids_are_unique_and_every_entry_has_a_cause_and_a_fix():
     assert len(ids) == len(set(ids))
     for entry in DIAGNOSES:
         assert entry["cause"] and entry["fix"], entry["id"]
+
+
+def test_harmless_warnings_name_no_diagnosis():
+    # SGLang logs this on successful start-ups where DeepGEMM is absent: it is no missing dependency.
+    assert diagnose("[2026-01-01 12:00:00] Failed to import deep_gemm, falling back to triton kernels. "
+                    "(error: No module named 'deep_gemm')") is None
+
+
+def test_the_failures_own_lines_outrank_a_known_cause_named_earlier_in_the_log():
+    classifier = classify([
+        "[2026-01-01 12:00:00] WARNING: SGLANG_DISABLE_CUDNN_CHECK is set; skipping the cuDNN check",
+        "[2026-01-01 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "scheduler.py", line 2950, in run_scheduler_process',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ], final=True)
+    context = ["[2026-01-01 12:00:00] WARNING: SGLANG_DISABLE_CUDNN_CHECK is set; skipping the cuDNN check"]
+    assert classifier.failure.as_dict(context=context)["diagnosis"]["id"] == "cuda_out_of_memory"
