@@ -17,6 +17,11 @@ import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
+from process_tree import run_bounded  # noqa: E402
+
+# One playbook run on up to 4 fresh nodes takes minutes; one that hangs is ended with all its workers.
+PLAYBOOK_TIMEOUT = 1800
 IMAGE = os.environ.get("BLACKWELL_IMAGE_DEBIAN12")
 FIXTURES = [os.environ.get("BLACKWELL_CUDA_REPO"), os.environ.get("BLACKWELL_STACK_INDEX")]
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
@@ -24,8 +29,11 @@ RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+f
 
 def playbook(inventory, *args):
     started = time.monotonic()
-    done = subprocess.run(["ansible-playbook", "-i", str(inventory)] + list(args), capture_output=True, text=True,
-                          cwd=CHECKOUT, check=False)
+    try:
+        done = run_bounded(["ansible-playbook", "-i", str(inventory)] + list(args), PLAYBOOK_TIMEOUT, cwd=CHECKOUT)
+    except subprocess.TimeoutExpired:
+        sys.exit("ansible-playbook %s ran past %d s; every process it started was killed" % (" ".join(args),
+                                                                                          PLAYBOOK_TIMEOUT))
     elapsed = time.monotonic() - started
     if done.returncode != 0:
         sys.exit("ansible-playbook %s failed:\n%s" % (" ".join(args), done.stdout[-4000:] + done.stderr[-2000:]))

@@ -25,12 +25,14 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHECKOUT / ".build" / "collections"))
+sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower  # noqa: E402
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter  # noqa: E402
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import (  # noqa: E402
     StartupClassifier,
 )
+from process_tree import kill_tree  # noqa: E402
 
 READY_LINE = "[2026-11-30 10:00:00] The server is fired up and ready to roll!"
 TRACEBACK = (
@@ -186,8 +188,19 @@ def run_playbook(path):
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-e",
          "ansible_python_interpreter=" + sys.executable, str(path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ, start_new_session=True)
     return process, before
+
+
+def wait_bounded(process, timeout):
+    """The playbook's exit code; past timeout, every process it started (its workers run in sessions of
+    their own) is killed and the run counts as failed."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(process.pid)
+        process.wait()
+        return None
 
 
 def latency(directory, tool, payload, runs, timeout):
@@ -200,7 +213,7 @@ def latency(directory, tool, payload, runs, timeout):
         with open(log, "a") as handle:
             handle.write(payload)
         written = time.monotonic()
-        code = process.wait()
+        code = wait_bounded(process, timeout + 60)
         samples.append(time.monotonic() - written)
         outcomes.add("ok" if code == 0 else "failed")
     return samples, "/".join(sorted(outcomes))
@@ -226,7 +239,7 @@ def cpu_while_waiting(directory, task, size, seconds=30):
     writer = threading.Thread(target=grow)
     writer.start()
     process, before = run_playbook(playbook(directory, task, log, log.stat().st_size, seconds))
-    process.wait()
+    wait_bounded(process, seconds + 120)
     stop.set()
     writer.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
