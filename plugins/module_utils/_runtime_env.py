@@ -193,7 +193,6 @@ def _forced(force, environment, problems):
 
 
 def build_environment(
-    venv_path,
     cuda_home,
     triton_ptxas_path,
     nccl_profile,
@@ -203,17 +202,19 @@ def build_environment(
     flashinfer_disable_version_check=True,
     extra_env=None,
     force=None,
+    venv_path=None,
 ):
     """Return ``{"environment": {name: value}, "force": [names]}`` or raise RuntimeEnvError.
 
-    ``venv_path`` is not part of the environment; it is checked here because the role writes it
-    into a comment of the rendered module.
+    ``venv_path`` is not part of the environment; when given it is checked here because the role
+    writes it into a comment of the rendered module.
 
     ``flashinfer_disable_version_check`` off means the variable is left out:
     flashinfer disables its check for ANY non-empty value, "0" included.
     """
     problems = []
-    _absolute_path(venv_path, "runtime_env_venv_path", problems)
+    if venv_path is not None:
+        _absolute_path(venv_path, "runtime_env_venv_path", problems)
     environment = {
         "CUDA_HOME": _absolute_path(cuda_home, "runtime_env_cuda_home", problems),
         "TRITON_PTXAS_PATH": _absolute_path(triton_ptxas_path, "runtime_env_triton_ptxas_path", problems),

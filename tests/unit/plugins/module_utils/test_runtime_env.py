@@ -276,3 +276,8 @@ def test_profile_names_of_any_type_are_listed_not_a_crash():
     assert problems(nccl_profile="nvlink", nccl_profiles={1: {}, "none": {}}) == [
         "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: 1, none "
         "(add one to runtime_env_nccl_profiles)"]
+
+
+def test_the_virtualenv_path_is_optional_for_the_filter_on_its_own():
+    settings = dict(cuda_home="/c", triton_ptxas_path="/c/bin/ptxas", nccl_profile="none", nccl_profiles=PROFILES)
+    assert build_environment(**settings)["environment"]["CUDA_HOME"] == "/c"
