@@ -314,6 +314,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import
     secret_values,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    UNIT_PROPERTIES,
     BadState,
     Instance,
     InvalidOption,
@@ -324,19 +325,28 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     device_holders,
     env_digest,
     environment_file,
+    foreign_writable,
     group_members,
     launch,
     log_offset,
+    logrotate_config,
+    logrotate_problem,
     name_problems,
     normalized_environment,
     open_directory,
     path_kind,
     process_start_time,
+    process_uid,
+    read_text,
     remove,
+    resolve_manager,
     secret_flag_problems,
+    service_account,
     systemd_unit,
     terminate,
     text_problems,
+    unit_status,
+    user_name,
     wait_gpu_release,
     write_atomically,
 )
@@ -365,6 +375,15 @@ def systemctl(module, *args, **kwargs):
 
 def unit_name(params):
     return "sglang-%s.service" % params["name"]
+
+
+def observe_unit(module, unit):
+    """What systemd says of the unit, in one call: under systemd the unit, not a pid, is the server."""
+    return unit_status(systemctl(module, "show", "--property=" + ",".join(UNIT_PROPERTIES), unit))
+
+
+def identity(account):
+    return {"user": account["user"], "group": account["group"]} if account else {"user": None, "group": None}
 
 
 def withdraw_unit(module, state, check=True):
@@ -396,32 +415,53 @@ def stop(module, instance, state, result):
 
 
 def clean_stale(module, instance, state, result):
-    """Forget a server that no longer runs; a unit of it is withdrawn, as systemd may still restart it."""
+    """Forget a server that no longer runs; its unit is withdrawn, as systemd may still restart it."""
     if state.get("manager") == "systemd":
         withdraw_unit(module, state, check=False)
+        result["actions"].append("withdrew the inactive unit %s" % state["unit"])
+    else:
+        result["actions"].append("cleaned stale pid file")
     instance.forget()
-    result["actions"].append("cleaned stale pid file")
 
 
-def start_unit(module, instance, argv, secret_flags):
+def wanted_unit(module, instance, argv, account, secret_flags):
+    """(unit text, secret variables) for this run's options."""
+    params = module.params
+    service = dict(identity(account), stop_timeout=params["stop_timeout"], restart_sec=params["restart_sec"],
+                   start_limit_interval=params["start_limit_interval"],
+                   start_limit_burst=params["start_limit_burst"])
+    return systemd_unit(params["name"], argv, params["env"], params["log_path"], instance.secret_env_path,
+                        service, secret_flags)
+
+
+def installed_unit(module, state):
+    """The text of the recorded unit's file, None when it is not there."""
+    directory = open_directory(state.get("unit_dir") or module.params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        return read_text(directory, state["unit"])
+    finally:
+        os.close(directory)
+
+
+def start_unit(module, instance, unit_text, secrets, log_gid):
     """Write the unit and start it; (main pid, log offset at the start, its start time)."""
     params = module.params
     unit = unit_name(params)
-    text, secrets = systemd_unit(params["name"], argv, params["env"], params["log_path"], params["stop_timeout"],
-                                 instance.secret_env_path, secret_flags)
     instance.write_secret_env(environment_file(dict(params["secret_env"], **secrets)))
     directory = open_directory(params["systemd_unit_dir"], "systemd_unit_dir")
     try:
-        write_atomically(directory, unit, text, 0o644)
+        write_atomically(directory, unit, unit_text, 0o644)
     finally:
         os.close(directory)
-    offset = log_offset(params["log_path"])
+    offset = log_offset(params["log_path"], log_gid)
     systemctl(module, "daemon-reload")
+    # A unit that systemd gave up on (start limit hit) must be reset before it can start again.
+    systemctl(module, "reset-failed", unit, check=False)
     systemctl(module, "enable", unit)
     systemctl(module, "restart", unit)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        pid = int(systemctl(module, "show", "--property=MainPID", "--value", unit).strip() or 0)
+        pid = observe_unit(module, unit)["pid"]
         start_time = process_start_time(pid) if pid else None
         if start_time is not None:
             return pid, offset, start_time
@@ -429,15 +469,16 @@ def start_unit(module, instance, argv, secret_flags):
     raise SystemdFailed("systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
 
 
-def start(module, instance, argv, secret_flags, result):
+def start(module, instance, argv, unit, account, log_gid, result):
     params = module.params
     state = {"argv": argv, "env_digest": env_digest(server_env(params)), "log_path": params["log_path"],
              "manager": params["manager"], "started_at": time.time(), "boot_id": boot_id(),
-             "secret_flags": list(params["secret_flags"])}
+             "secret_flags": list(params["secret_flags"]), "identity": identity(account),
+             "uid": account["uid"] if account else os.geteuid()}
     if params["manager"] == "systemd":
         state.update(unit=unit_name(params), unit_dir=params["systemd_unit_dir"])
         try:
-            state["pid"], state["offset"], state["start_time"] = start_unit(module, instance, argv, secret_flags)
+            state["pid"], state["offset"], state["start_time"] = start_unit(module, instance, unit[0], unit[1], log_gid)
         except (OSError, InvalidOption, SystemdFailed) as exc:
             withdraw_unit(module, state, check=False)
             instance.forget()
@@ -445,7 +486,8 @@ def start(module, instance, argv, secret_flags, result):
                 state["unit"], exc), **result)
     else:
         try:
-            process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+            process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"],
+                                                                   account, log_gid)
         except (OSError, InvalidOption) as exc:
             module.fail_json(msg="The server was not started: %s" % exc, **result)
         if state["start_time"] is None:
@@ -467,14 +509,59 @@ def start(module, instance, argv, secret_flags, result):
     result["actions"].append("started")
 
 
+def logrotate_name(params):
+    return "sglang-%s" % params["name"]
+
+
+def settle_logrotate(module, wanted_text):
+    """Write the logrotate file of this instance when it differs from wanted_text, or remove it when
+    wanted_text is None; True when the file changed (or would, in check mode)."""
+    params = module.params
+    if wanted_text is None and path_kind(params["logrotate_dir"]) != "directory":
+        return False
+    directory = open_directory(params["logrotate_dir"], "logrotate_dir", 0o755)
+    try:
+        if read_text(directory, logrotate_name(params)) == wanted_text:
+            return False
+        if module.check_mode:
+            return True
+        if wanted_text is None:
+            return remove(directory, logrotate_name(params))
+        write_atomically(directory, logrotate_name(params), wanted_text, 0o644)
+        return True
+    finally:
+        os.close(directory)
+
+
+def status_details(module, recorded, unit_state, running_pid):
+    """What validate checks: who the server runs as, whether its unit is enabled, how often systemd restarted
+    it, and who can write to the virtualenv it runs from."""
+    details = {"manager": recorded.get("manager", "module"),
+               "expected_user": (recorded.get("identity") or {}).get("user") or "root"}
+    if running_pid:
+        uid = process_uid(running_pid)
+        details["user"] = user_name(uid) if uid is not None else None
+    if unit_state is not None:
+        details.update(unit=recorded["unit"], unit_enabled=unit_state["enabled"], restarts=unit_state["restarts"],
+                       active_state=unit_state["active_state"], sub_state=unit_state["sub_state"])
+    venv = os.path.dirname(os.path.dirname(recorded["argv"][0]))
+    if path_kind(venv) == "directory":
+        owner, problems, complete = foreign_writable(venv)
+        details["venv"] = dict(path=venv, owner=user_name(owner), writable_by_others=problems, complete=complete)
+    return details
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", default="started", choices=["started", "stopped", "restarted", "status"]),
-            manager=dict(type="str", default="module", choices=["module", "systemd"]),
+            manager=dict(type="str", default="auto", choices=["auto", "module", "systemd"]),
             systemd_unit_dir=dict(type="path", default="/etc/systemd/system"),
             name=dict(type="str", default="sglang"),
             state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            user=dict(type="str"),
+            group=dict(type="str"),
+            log_group=dict(type="str"),
             python=dict(type="path"),
             model_path=dict(type="str"),
             model_is_hub_id=dict(type="bool", default=False),
@@ -501,7 +588,13 @@ def main():
             env=dict(type="dict", default={}),
             secret_env=dict(type="dict", default={}, no_log=True),
             log_path=dict(type="path"),
+            logrotate=dict(type="bool", default=False),
+            logrotate_dir=dict(type="path", default="/etc/logrotate.d"),
+            logrotate_keep=dict(type="int", default=8),
             stop_timeout=dict(type="float", default=30),
+            restart_sec=dict(type="int", default=10),
+            start_limit_interval=dict(type="int", default=600),
+            start_limit_burst=dict(type="int", default=5),
             gpu_release_timeout=dict(type="float", default=60),
             kill_gpu_holders=dict(type="bool", default=False),
             gpu_devices=dict(type="list", elements="str", default=["/dev/nvidia*"]),
@@ -523,10 +616,18 @@ def main():
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
 
     instance = Instance(params["state_dir"], params["name"])
+    unit_state = None
     try:
         recorded = instance.load()
-        ours = bool(recorded) and instance.running(recorded)
-    except (BadState, InvalidOption) as exc:
+        if recorded and recorded.get("manager") == "systemd":
+            # Restarts by systemd, a reboot or `systemctl restart` give the unit another main pid: it is
+            # still the same server.
+            unit_state = observe_unit(module, recorded["unit"])
+            ours = unit_state["running"]
+            recorded["pid"] = unit_state["pid"] or recorded["pid"]
+        else:
+            ours = bool(recorded) and instance.running(recorded)
+    except (BadState, InvalidOption, SystemdFailed) as exc:
         module.fail_json(msg=str(exc), changed=False)
     secret_flags = SECRET_FLAGS + tuple(params["secret_flags"])
     # The flags of the recorded launch still mask its command line when this run names fewer.
@@ -545,17 +646,27 @@ def main():
             result["port_state"] = "ours" if holds_port else bind_state(params["host"], params["port"])
         except InvalidOption as exc:
             module.fail_json(msg=str(exc), **result)
+        if recorded:
+            result.update(status_details(module, recorded, unit_state, recorded["pid"] if ours else None))
         module.exit_json(**result)
 
     wanted = params["state"] in ("started", "restarted")
     argv = build_argv(params) if wanted else None
+    account = log_gid = unit = None
     if wanted:
+        params["manager"], result["manager_reason"] = resolve_manager(params["manager"])
+        result["manager"] = params["manager"]
         # Secrets in extra_args (--api-key=KEY) are no option of their own: mask them in all output, the
         # invocation's echo of extra_args included.
         module.no_log_values.update(secret_values(argv, secret_flags))
-        problems = check_options(params)
+        account, log_gid, problems = service_account(params["user"], params["group"], params["log_group"])
+        problems += check_options(params)
+        if params["logrotate"] and logrotate_problem(params["log_path"]):
+            problems.append(logrotate_problem(params["log_path"]))
         if params["manager"] == "systemd" and path_kind(params["systemd_unit_dir"]) != "directory":
             problems.append("systemd_unit_dir=%s is not a directory (a link is not followed)" % params["systemd_unit_dir"])
+        if params["manager"] == "systemd" and not module.get_bin_path("systemctl"):
+            problems.append("manager=systemd, but systemctl is not on this host: use manager=module (or auto)")
         if not holds_port and 1 <= params["port"] <= 65535:
             try:
                 if bind_state(params["host"], params["port"]) == "in_use":
@@ -564,9 +675,15 @@ def main():
                 problems.append(str(exc))
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
+        if params["manager"] == "systemd":
+            unit = wanted_unit(module, instance, argv, account, secret_flags)
 
     same = (ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(server_env(params))
-            and recorded.get("manager", "module") == params["manager"])
+            and recorded.get("manager", "module") == params["manager"]
+            and recorded.get("identity", identity(None)) == identity(account))
+    if same and unit_state is not None:
+        # The unit file is compared as written: an edit by hand, or a setting of this module, restarts it.
+        same = unit_state["enabled"] and installed_unit(module, recorded) == unit[0]
     must_stop = ours and (params["state"] in ("stopped", "restarted") or not same)
     must_start = wanted and (must_stop or not ours)
     cleans_stale = bool(recorded) and not ours
@@ -576,7 +693,15 @@ def main():
         own = set([os.getpid(), os.getppid()] + (group_members(recorded["pid"]) if ours else []))
         holders = device_holders(params["gpu_devices"], exclude=own)
         result["killed_gpu_holders"] = holders
-    result["changed"] = bool(must_stop or must_start or cleans_stale or holders)
+    try:
+        rotation = logrotate_config(params["log_path"], params["logrotate_keep"]) if wanted and params["logrotate"] else None
+        logrotate_changed = settle_logrotate(module, rotation)
+    except (OSError, InvalidOption) as exc:
+        module.fail_json(msg="The logrotate file in logrotate_dir=%s could not be written: %s" % (
+            params["logrotate_dir"], exc), **result)
+    if logrotate_changed:
+        result["actions"].append("wrote the logrotate file" if rotation else "removed the logrotate file")
+    result["changed"] = bool(must_stop or must_start or cleans_stale or holders or logrotate_changed)
     result["diff"] = dict(
         before=dict(running=ours, argv=masked_argv(recorded["argv"], shown_flags) if ours else []),
         after=dict(running=wanted, argv=masked_argv(argv, secret_flags) if wanted else []),
@@ -596,7 +721,7 @@ def main():
         terminate(sorted(holders), params["stop_timeout"])
     if must_start:
         result["argv"], result["log_path"] = masked_argv(argv, secret_flags), params["log_path"]
-        start(module, instance, argv, secret_flags, result)
+        start(module, instance, argv, unit, account, log_gid, result)
     module.exit_json(**result)
 
 
