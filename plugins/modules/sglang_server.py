@@ -63,19 +63,88 @@ options:
     default: sglang
   manager:
     description:
+      - V(auto) is V(systemd) where systemd is PID 1 (C(/run/systemd/system) exists), else V(module); RV(manager)
+        and RV(manager_reason) say which was chosen and why.
       - V(module) starts the server itself, detached, and stops it by its process group.
       - V(systemd) writes the unit C(sglang-<name>.service) into O(systemd_unit_dir) with the same command and
-        environment (C(Restart=on-failure), output appended to O(log_path), C(TimeoutStopSec) from
-        O(stop_timeout)), enables and starts it, and stops it with C(systemctl disable --now). Secrets (O(api_key),
-        the values of every flag of O(secret_flags) in O(extra_args), in both spellings, and O(secret_env)) go into
+        environment (output appended to O(log_path), C(TimeoutStopSec) from O(stop_timeout)), enables and starts
+        it, and stops it with C(systemctl disable --now). Secrets (O(api_key), the values of every flag of
+        O(secret_flags) in O(extra_args), in both spellings, and O(secret_env)) go into
         C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+      - The unit restarts a crashed server (C(Restart=on-failure)) after O(restart_sec) seconds, and gives up
+        (the unit is C(failed)) after O(start_limit_burst) starts within O(start_limit_interval) seconds.
+      - The unit runs as O(user) and O(group) (systemd adds the user's supplementary groups and sets C(HOME)),
+        with C(UMask=0027) and C(NoNewPrivileges=yes), C(ProtectSystem=full), C(PrivateTmp=yes),
+        C(ProtectKernelTunables=yes), C(ProtectKernelModules=yes), C(ProtectControlGroups=yes),
+        C(RestrictSUIDSGID=yes), C(LockPersonality=yes), C(RestrictRealtime=yes). Left out because they break
+        CUDA or common layouts - C(PrivateDevices=) hides C(/dev/nvidia*); C(DevicePolicy=closed) needs a
+        C(DeviceAllow=) for every nvidia device, some of which appear at run time; C(MemoryDenyWriteExecute=)
+        breaks the Triton and flashinfer JIT compilers, which need writable and executable memory;
+        C(SystemCallFilter=) breaks the CUDA driver and NCCL, which use unusual system calls; C(ProtectHome=)
+        hides a virtualenv, model or home under C(/home).
+      - Under systemd the unit is the server's identity. Status, stop and restart read C(systemctl show)
+        (C(MainPID), C(ActiveState), C(NRestarts), C(UnitFileState)), so a restart by systemd, a reboot or a
+        manual C(systemctl restart) never make the server look gone. An active, enabled unit whose file is
+        the one this run would write is left alone (C(changed=false)), whatever its main pid; a unit stopped
+        behind Ansible's back, or given up by systemd, is started again.
       - Stopping the server, or moving it to the other manager, removes the unit file (after C(systemctl disable
         --now), then C(daemon-reload)) and the secret file.
       - Either way the result has the server's main pid and the log offset at its start, for
         M(blackwell.gpu_node.wait_for_server). Changing the manager restarts the server under the other one.
     type: str
-    choices: [module, systemd]
-    default: module
+    choices: [auto, module, systemd]
+    default: auto
+  user:
+    description:
+      - The user the server runs as. Under O(manager=module) the child drops to it, its group and its
+        supplementary groups (membership of C(video) or C(render) may be what opens C(/dev/nvidia*)), with umask
+        C(027) and C(HOME), C(USER) and C(LOGNAME) of the user (unless O(env) sets them), in C(/); under
+        systemd the unit has C(User=) and C(Group=).
+      - Unset, the server runs as the module's user, root, which lets the model repository's code
+        (C(--trust-remote-code)) and the virtualenv's own files run as root; discouraged. The role
+        always sets it.
+      - A user that does not exist fails the task before anything is changed.
+      - A change of user or group restarts the server. A server recorded by a version of this module before
+        O(user) existed (root, no boot id) is still recognised, and restarted as O(user).
+    type: str
+  group:
+    description: The server's group; the user's own group when unset. Needs O(user).
+    type: str
+  log_group:
+    description:
+      - An existing group that may read the log (operators); set on the log on every start, on the open file
+        (never through a link). The log stays root's and is never made writable by the server's user.
+    type: str
+  logrotate:
+    description:
+      - Write C(<logrotate_dir>/sglang-<name>), rotating O(log_path) weekly or past 200M, keeping
+        O(logrotate_keep) compressed copies, with C(copytruncate) (the server keeps writing to the same file;
+        M(blackwell.gpu_node.wait_for_server) follows the truncation). V(false), or O(state=stopped), removes
+        that file.
+      - logrotate reads the path as a pattern in double quotes, so a O(log_path) with whitespace, quotes,
+        backslashes or C(*?[]{}) is refused.
+    type: bool
+    default: false
+  logrotate_dir:
+    description: Where the logrotate file goes; created C(0755) when missing.
+    type: path
+    default: /etc/logrotate.d
+  logrotate_keep:
+    description: Rotated logs that logrotate keeps.
+    type: int
+    default: 8
+  restart_sec:
+    description: C(RestartSec=) of the unit, seconds between a crash and systemd's restart.
+    type: int
+    default: 10
+  start_limit_interval:
+    description: C(StartLimitIntervalSec=) of the unit.
+    type: int
+    default: 600
+  start_limit_burst:
+    description: C(StartLimitBurst=) of the unit; more starts within O(start_limit_interval) and systemd gives up.
+    type: int
+    default: 5
   systemd_unit_dir:
     description: Where the unit is written with O(manager=systemd).
     type: path
@@ -221,8 +290,10 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Launch the reference box's server
+- name: Launch the reference box's server as the service user
   blackwell.gpu_node.sglang_server:
+    user: sglang
+    logrotate: true
     python: /home/sglang/ml-env/bin/python
     model_path: /shared/kimi-k2.5-int4
     tensor_parallel_size: 8
@@ -301,6 +372,55 @@ killed_gpu_holders:
   description: Other processes killed with O(kill_gpu_holders), pid to the device files they held.
   returned: when O(kill_gpu_holders=true)
   type: dict
+manager:
+  description:
+    - With V(started) or V(restarted), the manager this run chose (O(manager=auto) resolved); with V(status), the
+      one the recorded server runs under.
+  returned: when started, restarted, or with O(state=status) when a server is recorded
+  type: str
+  sample: systemd
+manager_reason:
+  description: Why that manager was chosen.
+  sample: "manager=auto: systemd is PID 1 here (/run/systemd/system exists)"
+  returned: when started or restarted
+  type: str
+user:
+  description: The user the running server's main process runs as (from C(/proc)).
+  returned: with O(state=status) when running
+  type: str
+  sample: sglang
+expected_user:
+  description: The user the recorded server was started as (V(root) for a server started without O(user)).
+  returned: with O(state=status) when a server is recorded
+  type: str
+unit:
+  description: The recorded systemd unit.
+  returned: with O(state=status) under systemd
+  type: str
+unit_enabled:
+  description: Whether the unit is enabled at boot.
+  returned: with O(state=status) under systemd
+  type: bool
+restarts:
+  description: How often systemd restarted the unit (C(NRestarts)).
+  returned: with O(state=status) under systemd
+  type: int
+active_state:
+  description: systemd's C(ActiveState) of the unit (V(active), V(activating), V(failed)...).
+  returned: with O(state=status) under systemd
+  type: str
+sub_state:
+  description: systemd's C(SubState) of the unit (V(running), V(auto-restart)...).
+  returned: with O(state=status) under systemd
+  type: str
+venv:
+  description:
+    - The virtualenv the recorded server runs from (two levels above its interpreter), its owner, and up to 20
+      entries (links not followed) writable by a user other than the owner or root - group- or
+      world-writable, or owned by another user. C(complete) is false when the walk stopped early.
+  returned: with O(state=status) when the recorded virtualenv exists
+  type: dict
+  sample: {path: /opt/ml-env, owner: sglang, writable_by_others: [], complete: true}
 """
 
 import os
