@@ -446,8 +446,9 @@ def remove(directory_fd, name):
 
 
 def open_log(log_path, log_gid=None):
-    """A descriptor appending to log_path, created 0640 when missing (an existing file keeps its mode), its
-    group log_gid when given (set on the open descriptor, so never through a link).
+    """A descriptor appending to log_path, created 0640 when missing; an existing file keeps its mode less any
+    permission for others (a log of an earlier version was 0644); its group log_gid when given. Both are set
+    on the open descriptor, so never through a link.
 
     O_NONBLOCK, so that a FIFO put there cannot block the open; O_NOFOLLOW against links; anything but a
     regular file is refused naming log_path. Missing directories are created 0755."""
@@ -463,6 +464,9 @@ def open_log(log_path, log_gid=None):
         os.close(descriptor)
         raise InvalidOption(log_path_problem(log_path) or "log_path=%s is not a regular file" % log_path)
     fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+    if mode & 0o007:
+        os.fchmod(descriptor, mode & ~0o007)
     if log_gid is not None:
         os.fchown(descriptor, -1, log_gid)
     return descriptor

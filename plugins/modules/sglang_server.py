@@ -261,7 +261,8 @@ options:
   log_path:
     description:
       - File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
-      - Created C(0640) when missing (an existing file keeps its mode), its directory C(0755) when missing. Only a
+      - Created C(0640) when missing (an existing file keeps its mode, less any permission for others), its
+        directory C(0755) when missing. Only a
         regular file is accepted; a directory, FIFO, device or symbolic link is refused.
     type: path
   stop_timeout:

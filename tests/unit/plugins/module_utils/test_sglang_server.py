@@ -352,10 +352,15 @@ def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
         existing.write_text("x")
         existing.chmod(0o600)
         assert core.log_offset(str(existing)) == 1
+        world_readable = tmp_path / "earlier-version.log"
+        world_readable.write_text("")
+        world_readable.chmod(0o664)
+        os.close(core.open_log(str(world_readable)))
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE((tmp_path / "logs" / "new.log").stat().st_mode) == 0o640
     assert stat.S_IMODE(existing.stat().st_mode) == 0o600
+    assert stat.S_IMODE(world_readable.stat().st_mode) == 0o660
 
 
 def test_open_log_leaves_a_blocking_descriptor(tmp_path):
