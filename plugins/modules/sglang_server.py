@@ -638,8 +638,9 @@ def settle_logrotate(module, wanted_text):
     """Write the logrotate file of this instance when it differs from wanted_text, or remove it when
     wanted_text is None; True when the file changed (or would, in check mode)."""
     params = module.params
-    if wanted_text is None and path_kind(params["logrotate_dir"]) != "directory":
-        return False
+    if path_kind(params["logrotate_dir"]) != "directory":
+        if wanted_text is None or module.check_mode:
+            return wanted_text is not None
     directory = open_directory(params["logrotate_dir"], "logrotate_dir", 0o755)
     try:
         if read_text(directory, logrotate_name(params)) == wanted_text:

@@ -423,6 +423,8 @@ def test_a_user_that_does_not_exist_is_named_before_anything_changes(server):
 
 def test_logrotate_file_is_written_quoted_and_removed_on_stop(server, tmp_path):
     rotation = dict(server, logrotate=True, logrotate_dir=str(tmp_path / "logrotate.d"))
+    predicted = run_module("sglang_server", check_mode=True, **rotation)
+    assert predicted["changed"] is True and not os.path.exists(rotation["logrotate_dir"])
     first = run_module("sglang_server", **rotation)
     assert "wrote the logrotate file" in first["actions"]
     text = (tmp_path / "logrotate.d" / "sglang-sglang").read_text()
