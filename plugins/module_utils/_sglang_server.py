@@ -25,7 +25,9 @@ import fcntl
 import glob
 import hashlib
 import json
+import grp
 import os
+import pwd
 import re
 import signal
 import socket
@@ -42,6 +44,10 @@ INSTANCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+# Exists where systemd is PID 1 (sd_booted() looks for the same directory).
+SYSTEMD_RUNTIME_DIR = "/run/systemd/system"
+# The server's files are not readable by others (the log, caches it writes under HOME).
+SERVER_UMASK = 0o027
 
 
 class InvalidOption(ValueError):
@@ -105,6 +111,67 @@ def normalized_environment(env, option):
     return values, problems
 
 
+def resolve_manager(requested, systemd_runtime_dir=SYSTEMD_RUNTIME_DIR):
+    """(manager, why): `auto` is systemd where systemd is PID 1, else the module's own detached process."""
+    if requested != "auto":
+        return requested, "manager=%s was asked for" % requested
+    if os.path.isdir(systemd_runtime_dir):
+        return "systemd", "manager=auto: systemd is PID 1 here (%s exists)" % systemd_runtime_dir
+    return "module", "manager=auto: systemd is not PID 1 here (no %s), so the module runs the server" % (
+        systemd_runtime_dir)
+
+
+def service_account(user, group=None, log_group=None):
+    """(account, log_gid, problems): who the server runs as and the log's group id. account is None when user
+    is None (the server runs as the module's own user, root). Its `groups` are the user's supplementary groups
+    (membership of `video` or `render` may be what opens /dev/nvidia*), `home` where caches such as HF_HOME
+    go."""
+    problems, account, log_gid = [], None, None
+    if user is not None:
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            problems.append("user=%s does not exist on this host (sglang_server_user in the role): create it "
+                            "first, with the role blackwell.gpu_node.service_user, or name an existing user"
+                            % user)
+        else:
+            account = {"user": entry.pw_name, "uid": entry.pw_uid, "gid": entry.pw_gid, "home": entry.pw_dir,
+                       "group": group_name(entry.pw_gid),
+                       "groups": sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid)) - set([entry.pw_gid]))}
+    if group is not None and user is None:
+        problems.append("group=%s is given without user: name the user the server runs as" % group)
+    elif group is not None:
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            problems.append("group=%s does not exist on this host (sglang_server_group in the role): create "
+                            "it, or leave it unset for the user's own group" % group)
+        else:
+            if account is not None:
+                account.update(gid=gid, group=group)
+    if log_group is not None:
+        try:
+            log_gid = grp.getgrnam(log_group).gr_gid
+        except KeyError:
+            problems.append("log_group=%s does not exist on this host (sglang_server_log_group in the role): "
+                            "create the group, or leave it unset" % log_group)
+    return account, log_gid, problems
+
+
+def group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def user_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def secret_flag_problems(flags):
     return ["secret_flags: %r is not a long option such as --admin-api-key" % flag
             for flag in flags if not FLAG.fullmatch(u"%s" % flag)]
@@ -128,7 +195,7 @@ def text_problems(params):
     speculative = params.get("speculative") or {}
     pairs = [(option, params[option]) for option in (
         "python", "model_path", "host", "attention_backend", "dist_init_addr", "api_key", "log_path",
-        "systemd_unit_dir") if params.get(option) is not None]
+        "systemd_unit_dir", "user", "group", "log_group", "logrotate_dir") if params.get(option) is not None]
     pairs += [("speculative.%s" % key, speculative[key]) for key in ("algorithm", "draft_model_path")
               if speculative.get(key) is not None]
     pairs += [("extra_args[%d]" % index, word) for index, word in enumerate(params.get("extra_args") or [])]
@@ -352,6 +419,21 @@ def write_atomically(directory_fd, name, content, mode):
         raise
 
 
+def read_text(directory_fd, name, limit=1 << 20):
+    """The text of the regular file name in the directory, None when there is none (a link is not followed,
+    and counts as none: it is replaced when the file is written)."""
+    try:
+        descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK, dir_fd=directory_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP):
+            return None
+        raise
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read(limit).decode("utf-8", "replace")
+
+
 def remove(directory_fd, name):
     """Remove name from the directory (a link itself, never its target); True when it was there."""
     try:
@@ -363,8 +445,10 @@ def remove(directory_fd, name):
         return False
 
 
-def open_log(log_path):
-    """A descriptor appending to log_path, created 0640 when missing (an existing file keeps its mode).
+def open_log(log_path, log_gid=None):
+    """A descriptor appending to log_path, created 0640 when missing; an existing file keeps its mode less any
+    permission for others (a log of an earlier version was 0644); its group log_gid when given. Both are set
+    on the open descriptor, so never through a link.
 
     O_NONBLOCK, so that a FIFO put there cannot block the open; O_NOFOLLOW against links; anything but a
     regular file is refused naming log_path. Missing directories are created 0755."""
@@ -380,12 +464,17 @@ def open_log(log_path):
         os.close(descriptor)
         raise InvalidOption(log_path_problem(log_path) or "log_path=%s is not a regular file" % log_path)
     fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
+    if mode & 0o007:
+        os.fchmod(descriptor, mode & ~0o007)
+    if log_gid is not None:
+        os.fchown(descriptor, -1, log_gid)
     return descriptor
 
 
-def log_offset(log_path):
+def log_offset(log_path, log_gid=None):
     """The log's size now, where the next server's lines will begin; the log is created when missing."""
-    descriptor = open_log(log_path)
+    descriptor = open_log(log_path, log_gid)
     try:
         return os.lseek(descriptor, 0, os.SEEK_END)
     finally:
@@ -440,8 +529,9 @@ class Instance(object):
     def running(self, state, proc_root="/proc", boot=None, uid=None):
         """True when the recorded server runs: same pid, kernel start time and boot as at the launch. False
         when it is gone (its pid free or another process's since). BadState when a live process has the
-        recorded pid and start time but is not the server this module started (another user's, another
-        command line): such a process is never signalled.
+        recorded pid and start time but is not the server this module started (another user than the recorded
+        one, another command line): such a process is never signalled. A state written before boot ids and
+        service users were recorded is still recognised by pid, start time, root and command line.
 
         SGLang retitles its child processes (`sglang::scheduler...`), not the process it was launched as, so
         the main process's command line must be the recorded argv; a `sglang::` title is accepted too, should
@@ -451,7 +541,8 @@ class Instance(object):
         if process_start_time(state["pid"], proc_root) != state["start_time"]:
             return False
         owner = process_uid(state["pid"], proc_root)
-        expected = os.geteuid() if uid is None else uid
+        # A state of a version before the service user has no uid: its server ran as the module's user, root.
+        expected = state.get("uid", os.geteuid()) if uid is None else uid
         argv = process_argv(state["pid"], proc_root) or []
         if owner != expected:
             raise self.bad("pid %d runs as uid %s, not as uid %d that launched the server" % (
@@ -508,14 +599,30 @@ def state_problem(state):
     return None
 
 
-def launch(argv, env, log_path):
-    """Start argv detached (own session), stdout and stderr appended to log_path."""
-    log = open_log(log_path)
+def server_environment(base, env, account):
+    """The server's environment: base (the module's), the account's HOME, USER and LOGNAME (caches such as
+    HF_HOME and Triton's go under HOME; root's would be refused to the user), then env, which wins."""
+    environment = dict(base)
+    if account is not None:
+        environment.update(HOME=account["home"], USER=account["user"], LOGNAME=account["user"])
+    environment.update(env or {})
+    return environment
+
+
+def launch(argv, env, log_path, account=None, log_gid=None):
+    """Start argv detached (own session), stdout and stderr appended to log_path, which root opens (so it
+    stays root's, 0640); the child drops to account (user, group, its supplementary groups) with umask 027
+    before it runs argv."""
+    log = open_log(log_path, log_gid)
+    identity = {}
+    if account is not None:
+        identity = dict(user=account["uid"], group=account["gid"], extra_groups=account["groups"])
     try:
         offset = os.lseek(log, 0, os.SEEK_END)
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, **(env or {})), start_new_session=True, close_fds=True,
+            env=server_environment(os.environ, env, account), start_new_session=True, close_fds=True,
+            umask=SERVER_UMASK, cwd="/" if account is not None else None, **identity
         )
     finally:
         os.close(log)
@@ -611,8 +718,30 @@ def systemd_path(path):
     return path.replace("%", "%%")
 
 
-def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path, secret_flags=SECRET_FLAGS):
+# Hardening that CUDA, NCCL and SGLang's JIT compilers work under. Left out, on purpose:
+# PrivateDevices= (hides /dev/nvidia*), DevicePolicy=closed (needs a DeviceAllow= for every nvidia device, and
+# nvidia-caps, nvidia-uvm appear at run time), MemoryDenyWriteExecute= (Triton and flashinfer JIT-compile into
+# writable, executable memory), SystemCallFilter= (the CUDA driver and NCCL use unusual system calls) and
+# ProtectHome= (the virtualenv, the model or the user's HOME may be under /home).
+HARDENING = (
+    "NoNewPrivileges=yes",
+    "ProtectSystem=full",
+    "PrivateTmp=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectControlGroups=yes",
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+    "RestrictRealtime=yes",
+)
+
+
+def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_flags=SECRET_FLAGS):
     """The unit file text and the secret environment file's variables for argv and env.
+
+    service holds `stop_timeout`, `restart_sec`, `start_limit_interval`, `start_limit_burst` and, for a
+    server that does not run as root, `user` and `group` (systemd adds the user's supplementary groups from
+    the group database, and sets HOME, USER and LOGNAME itself).
 
     Values of secret flags, in both spellings (`--api-key KEY`, `--api-key=KEY`), move to the secret
     environment file, which only root reads, and the unit refers to them as ${...}, which systemd expands
@@ -636,6 +765,9 @@ def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path, secre
         "Description=SGLang server %s (blackwell.gpu_node)" % name,
         "After=network-online.target",
         "Wants=network-online.target",
+        # A server that fails again and again is given up after this many starts in this interval.
+        "StartLimitIntervalSec=%d" % int(service["start_limit_interval"]),
+        "StartLimitBurst=%d" % int(service["start_limit_burst"]),
         "",
         "[Service]",
         "Type=simple",
@@ -643,19 +775,111 @@ def systemd_unit(name, argv, env, log_path, stop_timeout, secret_env_path, secre
     ]
     lines += ["Environment=%s" % systemd_quote("%s=%s" % item, expands_variables=False)
               for item in sorted(env.items())]
+    if service.get("user") is not None:
+        lines += ["User=%s" % systemd_quote(service["user"]), "Group=%s" % systemd_quote(service["group"])]
     lines += [
+        "UMask=%04o" % SERVER_UMASK,
         "EnvironmentFile=-%s" % systemd_path(secret_env_path),
         "StandardOutput=append:%s" % systemd_path(log_path),
         "StandardError=append:%s" % systemd_path(log_path),
         "Restart=on-failure",
-        "RestartSec=10",
+        "RestartSec=%d" % int(service["restart_sec"]),
         "KillMode=control-group",
-        "TimeoutStopSec=%d" % int(stop_timeout),
+        "TimeoutStopSec=%d" % int(service["stop_timeout"]),
+    ]
+    lines += list(HARDENING) + [
         "",
         "[Install]",
         "WantedBy=multi-user.target",
     ]
     return "\n".join(lines) + "\n", secrets
+
+
+# The unit's properties that say whether it runs, since when, and how often systemd restarted it.
+UNIT_PROPERTIES = ("MainPID", "ActiveState", "SubState", "NRestarts", "UnitFileState", "LoadState",
+                   "ExecMainStartTimestampMonotonic")
+
+
+def unit_status(show_output):
+    """What `systemctl show -p <UNIT_PROPERTIES>` says, as a dict: `pid` (0 when none), `active_state`,
+    `sub_state`, `restarts`, `enabled`, `loaded`, `started_monotonic`, `running` (active with a main pid)."""
+    properties = {}
+    for line in show_output.splitlines():
+        key, _equals, value = line.partition("=")
+        properties[key.strip()] = value.strip()
+
+    def number(key):
+        value = properties.get(key, "")
+        return int(value) if value.isdigit() and value.isascii() else 0
+
+    status = {"pid": number("MainPID"), "active_state": properties.get("ActiveState", "unknown"),
+              "sub_state": properties.get("SubState", "unknown"), "restarts": number("NRestarts"),
+              "enabled": properties.get("UnitFileState") == "enabled",
+              "loaded": properties.get("LoadState") == "loaded",
+              "started_monotonic": number("ExecMainStartTimestampMonotonic")}
+    status["running"] = status["active_state"] in ("active", "reloading") and status["pid"] > 0
+    return status
+
+
+# logrotate reads a path as a glob, inside double quotes that it cannot escape.
+LOGROTATE_UNSAFE = re.compile(r'[\s"\\*?\[\]{}]')
+
+
+def logrotate_problem(log_path):
+    found = LOGROTATE_UNSAFE.search(log_path)
+    if found is None:
+        return None
+    return ("log_path=%s holds %r, which logrotate reads as a pattern, a quote or a separator: choose a log path "
+            "without whitespace, quotes, backslashes, *, ?, [, ], { or }, or turn logrotate off" % (
+                log_path, found.group()))
+
+
+def logrotate_config(log_path, keep):
+    """/etc/logrotate.d text for the log: weekly, or sooner past 200M; copytruncate keeps the file (and the
+    descriptor the server writes to, which wait_for_server follows across the truncation)."""
+    return "\n".join([
+        "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
+        '"%s" {' % log_path,
+        "    weekly",
+        "    maxsize 200M",
+        "    rotate %d" % int(keep),
+        "    compress",
+        "    delaycompress",
+        "    missingok",
+        "    notifempty",
+        "    copytruncate",
+        "}",
+    ]) + "\n"
+
+
+def foreign_writable(root, limit=20, max_entries=500000):
+    """(owner uid of root, [problems], complete): root and the entries under it, links not followed, that a
+    user other than root's owner (or root) can write: writable by group or others, or owned by another user.
+    complete is False when the walk stopped early, at limit problems or max_entries entries."""
+    owner = os.lstat(root).st_uid
+    problems = []
+
+    def check(path):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISLNK(info.st_mode):
+            return
+        if info.st_uid not in (owner, 0):
+            problems.append("%s is owned by uid %d (%s)" % (path, info.st_uid, user_name(info.st_uid)))
+        elif info.st_mode & 0o022:
+            problems.append("%s is writable by its group or others (mode %04o)" % (path, stat.S_IMODE(info.st_mode)))
+
+    check(root)
+    seen = 1
+    for directory, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            check(os.path.join(directory, name))
+            seen += 1
+            if len(problems) >= limit or seen >= max_entries:
+                return owner, problems, False
+    return owner, problems, True
 
 
 def environment_file(variables):

@@ -63,19 +63,88 @@ options:
     default: sglang
   manager:
     description:
+      - V(auto) is V(systemd) where systemd is PID 1 (C(/run/systemd/system) exists), else V(module); RV(manager)
+        and RV(manager_reason) say which was chosen and why.
       - V(module) starts the server itself, detached, and stops it by its process group.
       - V(systemd) writes the unit C(sglang-<name>.service) into O(systemd_unit_dir) with the same command and
-        environment (C(Restart=on-failure), output appended to O(log_path), C(TimeoutStopSec) from
-        O(stop_timeout)), enables and starts it, and stops it with C(systemctl disable --now). Secrets (O(api_key),
-        the values of every flag of O(secret_flags) in O(extra_args), in both spellings, and O(secret_env)) go into
+        environment (output appended to O(log_path), C(TimeoutStopSec) from O(stop_timeout)), enables and starts
+        it, and stops it with C(systemctl disable --now). Secrets (O(api_key), the values of every flag of
+        O(secret_flags) in O(extra_args), in both spellings, and O(secret_env)) go into
         C(<state_dir>/<name>.secret.env), readable by root only, never into the unit.
+      - The unit restarts a crashed server (C(Restart=on-failure)) after O(restart_sec) seconds, and gives up
+        (the unit is C(failed)) after O(start_limit_burst) starts within O(start_limit_interval) seconds.
+      - The unit runs as O(user) and O(group) (systemd adds the user's supplementary groups and sets C(HOME)),
+        with C(UMask=0027) and C(NoNewPrivileges=yes), C(ProtectSystem=full), C(PrivateTmp=yes),
+        C(ProtectKernelTunables=yes), C(ProtectKernelModules=yes), C(ProtectControlGroups=yes),
+        C(RestrictSUIDSGID=yes), C(LockPersonality=yes), C(RestrictRealtime=yes). Left out because they break
+        CUDA or common layouts - C(PrivateDevices=) hides C(/dev/nvidia*); C(DevicePolicy=closed) needs a
+        C(DeviceAllow=) for every nvidia device, some of which appear at run time; C(MemoryDenyWriteExecute=)
+        breaks the Triton and flashinfer JIT compilers, which need writable and executable memory;
+        C(SystemCallFilter=) breaks the CUDA driver and NCCL, which use unusual system calls; C(ProtectHome=)
+        hides a virtualenv, model or home under C(/home).
+      - Under systemd the unit is the server's identity. Status, stop and restart read C(systemctl show)
+        (C(MainPID), C(ActiveState), C(NRestarts), C(UnitFileState)), so a restart by systemd, a reboot or a
+        manual C(systemctl restart) never make the server look gone. An active, enabled unit whose file is
+        the one this run would write is left alone (C(changed=false)), whatever its main pid; a unit stopped
+        behind Ansible's back, or given up by systemd, is started again.
       - Stopping the server, or moving it to the other manager, removes the unit file (after C(systemctl disable
         --now), then C(daemon-reload)) and the secret file.
       - Either way the result has the server's main pid and the log offset at its start, for
         M(blackwell.gpu_node.wait_for_server). Changing the manager restarts the server under the other one.
     type: str
-    choices: [module, systemd]
-    default: module
+    choices: [auto, module, systemd]
+    default: auto
+  user:
+    description:
+      - The user the server runs as. Under O(manager=module) the child drops to it, its group and its
+        supplementary groups (membership of C(video) or C(render) may be what opens C(/dev/nvidia*)), with umask
+        C(027) and C(HOME), C(USER) and C(LOGNAME) of the user (unless O(env) sets them), in C(/); under
+        systemd the unit has C(User=) and C(Group=).
+      - Unset, the server runs as the module's user, root, which lets the model repository's code
+        (C(--trust-remote-code)) and the virtualenv's own files run as root; discouraged. The role
+        always sets it.
+      - A user that does not exist fails the task before anything is changed.
+      - A change of user or group restarts the server. A server recorded by a version of this module before
+        O(user) existed (root, no boot id) is still recognised, and restarted as O(user).
+    type: str
+  group:
+    description: The server's group; the user's own group when unset. Needs O(user).
+    type: str
+  log_group:
+    description:
+      - An existing group that may read the log (operators); set on the log on every start, on the open file
+        (never through a link). The log stays root's and is never made writable by the server's user.
+    type: str
+  logrotate:
+    description:
+      - Write C(<logrotate_dir>/sglang-<name>), rotating O(log_path) weekly or past 200M, keeping
+        O(logrotate_keep) compressed copies, with C(copytruncate) (the server keeps writing to the same file;
+        M(blackwell.gpu_node.wait_for_server) follows the truncation). V(false), or O(state=stopped), removes
+        that file.
+      - logrotate reads the path as a pattern in double quotes, so a O(log_path) with whitespace, quotes,
+        backslashes or C(*?[]{}) is refused.
+    type: bool
+    default: false
+  logrotate_dir:
+    description: Where the logrotate file goes; created C(0755) when missing.
+    type: path
+    default: /etc/logrotate.d
+  logrotate_keep:
+    description: Rotated logs that logrotate keeps.
+    type: int
+    default: 8
+  restart_sec:
+    description: C(RestartSec=) of the unit, seconds between a crash and systemd's restart.
+    type: int
+    default: 10
+  start_limit_interval:
+    description: C(StartLimitIntervalSec=) of the unit.
+    type: int
+    default: 600
+  start_limit_burst:
+    description: C(StartLimitBurst=) of the unit; more starts within O(start_limit_interval) and systemd gives up.
+    type: int
+    default: 5
   systemd_unit_dir:
     description: Where the unit is written with O(manager=systemd).
     type: path
@@ -192,7 +261,8 @@ options:
   log_path:
     description:
       - File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
-      - Created C(0640) when missing (an existing file keeps its mode), its directory C(0755) when missing. Only a
+      - Created C(0640) when missing (an existing file keeps its mode, less any permission for others), its
+        directory C(0755) when missing. Only a
         regular file is accepted; a directory, FIFO, device or symbolic link is refused.
     type: path
   stop_timeout:
@@ -221,8 +291,10 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Launch the reference box's server
+- name: Launch the reference box's server as the service user
   blackwell.gpu_node.sglang_server:
+    user: sglang
+    logrotate: true
     python: /home/sglang/ml-env/bin/python
     model_path: /shared/kimi-k2.5-int4
     tensor_parallel_size: 8
@@ -301,6 +373,55 @@ killed_gpu_holders:
   description: Other processes killed with O(kill_gpu_holders), pid to the device files they held.
   returned: when O(kill_gpu_holders=true)
   type: dict
+manager:
+  description:
+    - With V(started) or V(restarted), the manager this run chose (O(manager=auto) resolved); with V(status), the
+      one the recorded server runs under.
+  returned: when started, restarted, or with O(state=status) when a server is recorded
+  type: str
+  sample: systemd
+manager_reason:
+  description: Why that manager was chosen.
+  sample: "manager=auto: systemd is PID 1 here (/run/systemd/system exists)"
+  returned: when started or restarted
+  type: str
+user:
+  description: The user the running server's main process runs as (from C(/proc)).
+  returned: with O(state=status) when running
+  type: str
+  sample: sglang
+expected_user:
+  description: The user the recorded server was started as (V(root) for a server started without O(user)).
+  returned: with O(state=status) when a server is recorded
+  type: str
+unit:
+  description: The recorded systemd unit.
+  returned: with O(state=status) under systemd
+  type: str
+unit_enabled:
+  description: Whether the unit is enabled at boot.
+  returned: with O(state=status) under systemd
+  type: bool
+restarts:
+  description: How often systemd restarted the unit (C(NRestarts)).
+  returned: with O(state=status) under systemd
+  type: int
+active_state:
+  description: systemd's C(ActiveState) of the unit (V(active), V(activating), V(failed)...).
+  returned: with O(state=status) under systemd
+  type: str
+sub_state:
+  description: systemd's C(SubState) of the unit (V(running), V(auto-restart)...).
+  returned: with O(state=status) under systemd
+  type: str
+venv:
+  description:
+    - The virtualenv the recorded server runs from (two levels above its interpreter), its owner, and up to 20
+      entries (links not followed) writable by a user other than the owner or root - group- or
+      world-writable, or owned by another user. C(complete) is false when the walk stopped early.
+  returned: with O(state=status) when the recorded virtualenv exists
+  type: dict
+  sample: {path: /opt/ml-env, owner: sglang, writable_by_others: [], complete: true}
 """
 
 import os
@@ -314,6 +435,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import
     secret_values,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    UNIT_PROPERTIES,
     BadState,
     Instance,
     InvalidOption,
@@ -324,19 +446,28 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     device_holders,
     env_digest,
     environment_file,
+    foreign_writable,
     group_members,
     launch,
     log_offset,
+    logrotate_config,
+    logrotate_problem,
     name_problems,
     normalized_environment,
     open_directory,
     path_kind,
     process_start_time,
+    process_uid,
+    read_text,
     remove,
+    resolve_manager,
     secret_flag_problems,
+    service_account,
     systemd_unit,
     terminate,
     text_problems,
+    unit_status,
+    user_name,
     wait_gpu_release,
     write_atomically,
 )
@@ -365,6 +496,15 @@ def systemctl(module, *args, **kwargs):
 
 def unit_name(params):
     return "sglang-%s.service" % params["name"]
+
+
+def observe_unit(module, unit):
+    """What systemd says of the unit, in one call: under systemd the unit, not a pid, is the server."""
+    return unit_status(systemctl(module, "show", "--property=" + ",".join(UNIT_PROPERTIES), unit))
+
+
+def identity(account):
+    return {"user": account["user"], "group": account["group"]} if account else {"user": None, "group": None}
 
 
 def withdraw_unit(module, state, check=True):
@@ -396,32 +536,53 @@ def stop(module, instance, state, result):
 
 
 def clean_stale(module, instance, state, result):
-    """Forget a server that no longer runs; a unit of it is withdrawn, as systemd may still restart it."""
+    """Forget a server that no longer runs; its unit is withdrawn, as systemd may still restart it."""
     if state.get("manager") == "systemd":
         withdraw_unit(module, state, check=False)
+        result["actions"].append("withdrew the inactive unit %s" % state["unit"])
+    else:
+        result["actions"].append("cleaned stale pid file")
     instance.forget()
-    result["actions"].append("cleaned stale pid file")
 
 
-def start_unit(module, instance, argv, secret_flags):
+def wanted_unit(module, instance, argv, account, secret_flags):
+    """(unit text, secret variables) for this run's options."""
+    params = module.params
+    service = dict(identity(account), stop_timeout=params["stop_timeout"], restart_sec=params["restart_sec"],
+                   start_limit_interval=params["start_limit_interval"],
+                   start_limit_burst=params["start_limit_burst"])
+    return systemd_unit(params["name"], argv, params["env"], params["log_path"], instance.secret_env_path,
+                        service, secret_flags)
+
+
+def installed_unit(module, state):
+    """The text of the recorded unit's file, None when it is not there."""
+    directory = open_directory(state.get("unit_dir") or module.params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        return read_text(directory, state["unit"])
+    finally:
+        os.close(directory)
+
+
+def start_unit(module, instance, unit_text, secrets, log_gid):
     """Write the unit and start it; (main pid, log offset at the start, its start time)."""
     params = module.params
     unit = unit_name(params)
-    text, secrets = systemd_unit(params["name"], argv, params["env"], params["log_path"], params["stop_timeout"],
-                                 instance.secret_env_path, secret_flags)
     instance.write_secret_env(environment_file(dict(params["secret_env"], **secrets)))
     directory = open_directory(params["systemd_unit_dir"], "systemd_unit_dir")
     try:
-        write_atomically(directory, unit, text, 0o644)
+        write_atomically(directory, unit, unit_text, 0o644)
     finally:
         os.close(directory)
-    offset = log_offset(params["log_path"])
+    offset = log_offset(params["log_path"], log_gid)
     systemctl(module, "daemon-reload")
+    # A unit that systemd gave up on (start limit hit) must be reset before it can start again.
+    systemctl(module, "reset-failed", unit, check=False)
     systemctl(module, "enable", unit)
     systemctl(module, "restart", unit)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        pid = int(systemctl(module, "show", "--property=MainPID", "--value", unit).strip() or 0)
+        pid = observe_unit(module, unit)["pid"]
         start_time = process_start_time(pid) if pid else None
         if start_time is not None:
             return pid, offset, start_time
@@ -429,15 +590,16 @@ def start_unit(module, instance, argv, secret_flags):
     raise SystemdFailed("systemd did not start %s; see systemctl status %s and %s" % (unit, unit, params["log_path"]))
 
 
-def start(module, instance, argv, secret_flags, result):
+def start(module, instance, argv, unit, account, log_gid, result):
     params = module.params
     state = {"argv": argv, "env_digest": env_digest(server_env(params)), "log_path": params["log_path"],
              "manager": params["manager"], "started_at": time.time(), "boot_id": boot_id(),
-             "secret_flags": list(params["secret_flags"])}
+             "secret_flags": list(params["secret_flags"]), "identity": identity(account),
+             "uid": account["uid"] if account else os.geteuid()}
     if params["manager"] == "systemd":
         state.update(unit=unit_name(params), unit_dir=params["systemd_unit_dir"])
         try:
-            state["pid"], state["offset"], state["start_time"] = start_unit(module, instance, argv, secret_flags)
+            state["pid"], state["offset"], state["start_time"] = start_unit(module, instance, unit[0], unit[1], log_gid)
         except (OSError, InvalidOption, SystemdFailed) as exc:
             withdraw_unit(module, state, check=False)
             instance.forget()
@@ -445,7 +607,8 @@ def start(module, instance, argv, secret_flags, result):
                 state["unit"], exc), **result)
     else:
         try:
-            process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"])
+            process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"],
+                                                                   account, log_gid)
         except (OSError, InvalidOption) as exc:
             module.fail_json(msg="The server was not started: %s" % exc, **result)
         if state["start_time"] is None:
@@ -467,14 +630,60 @@ def start(module, instance, argv, secret_flags, result):
     result["actions"].append("started")
 
 
+def logrotate_name(params):
+    return "sglang-%s" % params["name"]
+
+
+def settle_logrotate(module, wanted_text):
+    """Write the logrotate file of this instance when it differs from wanted_text, or remove it when
+    wanted_text is None; True when the file changed (or would, in check mode)."""
+    params = module.params
+    if path_kind(params["logrotate_dir"]) != "directory":
+        if wanted_text is None or module.check_mode:
+            return wanted_text is not None
+    directory = open_directory(params["logrotate_dir"], "logrotate_dir", 0o755)
+    try:
+        if read_text(directory, logrotate_name(params)) == wanted_text:
+            return False
+        if module.check_mode:
+            return True
+        if wanted_text is None:
+            return remove(directory, logrotate_name(params))
+        write_atomically(directory, logrotate_name(params), wanted_text, 0o644)
+        return True
+    finally:
+        os.close(directory)
+
+
+def status_details(module, recorded, unit_state, running_pid):
+    """What validate checks: who the server runs as, whether its unit is enabled, how often systemd restarted
+    it, and who can write to the virtualenv it runs from."""
+    details = {"manager": recorded.get("manager", "module"),
+               "expected_user": (recorded.get("identity") or {}).get("user") or "root"}
+    if running_pid:
+        uid = process_uid(running_pid)
+        details["user"] = user_name(uid) if uid is not None else None
+    if unit_state is not None:
+        details.update(unit=recorded["unit"], unit_enabled=unit_state["enabled"], restarts=unit_state["restarts"],
+                       active_state=unit_state["active_state"], sub_state=unit_state["sub_state"])
+    venv = os.path.dirname(os.path.dirname(recorded["argv"][0]))
+    if path_kind(venv) == "directory":
+        owner, problems, complete = foreign_writable(venv)
+        details["venv"] = dict(path=venv, owner=user_name(owner), writable_by_others=problems, complete=complete)
+    return details
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", default="started", choices=["started", "stopped", "restarted", "status"]),
-            manager=dict(type="str", default="module", choices=["module", "systemd"]),
+            manager=dict(type="str", default="auto", choices=["auto", "module", "systemd"]),
             systemd_unit_dir=dict(type="path", default="/etc/systemd/system"),
             name=dict(type="str", default="sglang"),
             state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            user=dict(type="str"),
+            group=dict(type="str"),
+            log_group=dict(type="str"),
             python=dict(type="path"),
             model_path=dict(type="str"),
             model_is_hub_id=dict(type="bool", default=False),
@@ -501,7 +710,13 @@ def main():
             env=dict(type="dict", default={}),
             secret_env=dict(type="dict", default={}, no_log=True),
             log_path=dict(type="path"),
+            logrotate=dict(type="bool", default=False),
+            logrotate_dir=dict(type="path", default="/etc/logrotate.d"),
+            logrotate_keep=dict(type="int", default=8),
             stop_timeout=dict(type="float", default=30),
+            restart_sec=dict(type="int", default=10),
+            start_limit_interval=dict(type="int", default=600),
+            start_limit_burst=dict(type="int", default=5),
             gpu_release_timeout=dict(type="float", default=60),
             kill_gpu_holders=dict(type="bool", default=False),
             gpu_devices=dict(type="list", elements="str", default=["/dev/nvidia*"]),
@@ -523,10 +738,18 @@ def main():
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
 
     instance = Instance(params["state_dir"], params["name"])
+    unit_state = None
     try:
         recorded = instance.load()
-        ours = bool(recorded) and instance.running(recorded)
-    except (BadState, InvalidOption) as exc:
+        if recorded and recorded.get("manager") == "systemd":
+            # Restarts by systemd, a reboot or `systemctl restart` give the unit another main pid: it is
+            # still the same server.
+            unit_state = observe_unit(module, recorded["unit"])
+            ours = unit_state["running"]
+            recorded["pid"] = unit_state["pid"] or recorded["pid"]
+        else:
+            ours = bool(recorded) and instance.running(recorded)
+    except (BadState, InvalidOption, SystemdFailed) as exc:
         module.fail_json(msg=str(exc), changed=False)
     secret_flags = SECRET_FLAGS + tuple(params["secret_flags"])
     # The flags of the recorded launch still mask its command line when this run names fewer.
@@ -545,17 +768,27 @@ def main():
             result["port_state"] = "ours" if holds_port else bind_state(params["host"], params["port"])
         except InvalidOption as exc:
             module.fail_json(msg=str(exc), **result)
+        if recorded:
+            result.update(status_details(module, recorded, unit_state, recorded["pid"] if ours else None))
         module.exit_json(**result)
 
     wanted = params["state"] in ("started", "restarted")
     argv = build_argv(params) if wanted else None
+    account = log_gid = unit = None
     if wanted:
+        params["manager"], result["manager_reason"] = resolve_manager(params["manager"])
+        result["manager"] = params["manager"]
         # Secrets in extra_args (--api-key=KEY) are no option of their own: mask them in all output, the
         # invocation's echo of extra_args included.
         module.no_log_values.update(secret_values(argv, secret_flags))
-        problems = check_options(params)
+        account, log_gid, problems = service_account(params["user"], params["group"], params["log_group"])
+        problems += check_options(params)
+        if params["logrotate"] and logrotate_problem(params["log_path"]):
+            problems.append(logrotate_problem(params["log_path"]))
         if params["manager"] == "systemd" and path_kind(params["systemd_unit_dir"]) != "directory":
             problems.append("systemd_unit_dir=%s is not a directory (a link is not followed)" % params["systemd_unit_dir"])
+        if params["manager"] == "systemd" and not module.get_bin_path("systemctl"):
+            problems.append("manager=systemd, but systemctl is not on this host: use manager=module (or auto)")
         if not holds_port and 1 <= params["port"] <= 65535:
             try:
                 if bind_state(params["host"], params["port"]) == "in_use":
@@ -564,9 +797,15 @@ def main():
                 problems.append(str(exc))
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)
+        if params["manager"] == "systemd":
+            unit = wanted_unit(module, instance, argv, account, secret_flags)
 
     same = (ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(server_env(params))
-            and recorded.get("manager", "module") == params["manager"])
+            and recorded.get("manager", "module") == params["manager"]
+            and recorded.get("identity", identity(None)) == identity(account))
+    if same and unit_state is not None:
+        # The unit file is compared as written: an edit by hand, or a setting of this module, restarts it.
+        same = unit_state["enabled"] and installed_unit(module, recorded) == unit[0]
     must_stop = ours and (params["state"] in ("stopped", "restarted") or not same)
     must_start = wanted and (must_stop or not ours)
     cleans_stale = bool(recorded) and not ours
@@ -576,7 +815,15 @@ def main():
         own = set([os.getpid(), os.getppid()] + (group_members(recorded["pid"]) if ours else []))
         holders = device_holders(params["gpu_devices"], exclude=own)
         result["killed_gpu_holders"] = holders
-    result["changed"] = bool(must_stop or must_start or cleans_stale or holders)
+    try:
+        rotation = logrotate_config(params["log_path"], params["logrotate_keep"]) if wanted and params["logrotate"] else None
+        logrotate_changed = settle_logrotate(module, rotation)
+    except (OSError, InvalidOption) as exc:
+        module.fail_json(msg="The logrotate file in logrotate_dir=%s could not be written: %s" % (
+            params["logrotate_dir"], exc), **result)
+    if logrotate_changed:
+        result["actions"].append("wrote the logrotate file" if rotation else "removed the logrotate file")
+    result["changed"] = bool(must_stop or must_start or cleans_stale or holders or logrotate_changed)
     result["diff"] = dict(
         before=dict(running=ours, argv=masked_argv(recorded["argv"], shown_flags) if ours else []),
         after=dict(running=wanted, argv=masked_argv(argv, secret_flags) if wanted else []),
@@ -596,7 +843,7 @@ def main():
         terminate(sorted(holders), params["stop_timeout"])
     if must_start:
         result["argv"], result["log_path"] = masked_argv(argv, secret_flags), params["log_path"]
-        start(module, instance, argv, secret_flags, result)
+        start(module, instance, argv, unit, account, log_gid, result)
     module.exit_json(**result)
 
 

@@ -1,10 +1,12 @@
 """sglang_server, run through Ansible, launching the sglang stand-in for real."""
+import hashlib
 import json
 import os
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -41,6 +43,7 @@ def server(tmp_path):
         python=sys.executable, model_path=str(model), tensor_parallel_size=2, port=free_port(),
         log_path=str(tmp_path / "server.log"), state_dir=str(tmp_path / "state"), trust_remote_code=True,
         env={"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01"}, stop_timeout=5, gpu_release_timeout=1,
+        manager="module",
     )
     yield params
     run_module("sglang_server", state="stopped", state_dir=params["state_dir"], stop_timeout=5)
@@ -347,3 +350,94 @@ def test_a_server_that_cannot_be_recorded_is_stopped_again(server, tmp_path):
     assert result["msg"].startswith("The server started (pid ")
     assert "so it was stopped again" in result["msg"]
     assert processes_running(server["model_path"]) == []
+
+
+# --- the service user (issue 13) ---
+
+@pytest.fixture
+def as_nobody(server):
+    """The server's options for a run as `nobody`: an interpreter, model and stand-in that nobody can read
+    (pytest's tmp_path is root's only). The log and state stay root's, where the fixture puts them."""
+    shared = tempfile.mkdtemp(prefix="sglang-nobody-")
+    os.chmod(shared, 0o755)
+    os.mkdir(os.path.join(shared, "model"))
+    server.update(python="/usr/bin/python3", model_path=os.path.join(shared, "model"), user="nobody",
+                  tensor_parallel_size=1, trust_remote_code=False)
+    yield server
+
+
+def process_uid(pid):
+    with open("/proc/%d/status" % pid) as handle:
+        return [int(line.split()[1]) for line in handle if line.startswith("Uid:")][0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+def test_a_root_server_of_the_previous_version_is_migrated_to_the_service_user(as_nobody):
+    # What ce123ef recorded for a server it launched as root: no boot id, no user, no secret flags.
+    argv = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", as_nobody["model_path"],
+            "--tensor-parallel-size", "1", "--host", "127.0.0.1", "--port", str(as_nobody["port"])]
+    env = as_nobody["env"]
+    with open(as_nobody["log_path"], "ab") as log:
+        old = subprocess.Popen(argv, env=dict(os.environ, **env), stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    while not os.path.exists("/proc/%d/cmdline" % old.pid) or open("/proc/%d/cmdline" % old.pid).read() == "":
+        time.sleep(0.01)
+    with open("/proc/%d/stat" % old.pid) as handle:
+        start_time = int(handle.read().rsplit(")", 1)[1].split()[19])
+    env_digest = hashlib.sha256(json.dumps(env, sort_keys=True).encode("utf-8")).hexdigest()  # as ce123ef's
+    os.makedirs(as_nobody["state_dir"])
+    with open(os.path.join(as_nobody["state_dir"], "sglang.json"), "w") as handle:
+        json.dump({"argv": argv, "env_digest": env_digest, "log_path": as_nobody["log_path"], "manager": "module",
+                   "started_at": time.time(), "pid": old.pid, "offset": 0, "start_time": start_time}, handle)
+    with open(os.path.join(as_nobody["state_dir"], "sglang.pid"), "w") as handle:
+        handle.write("%d\n" % old.pid)
+
+    try:
+        migrated = run_module("sglang_server", **as_nobody)
+    finally:
+        if old.poll() is None:
+            os.killpg(old.pid, signal.SIGKILL)
+    assert migrated["changed"] is True and migrated["actions"] == ["stopped", "started"], migrated
+    assert old.wait(timeout=10) is not None and not group_alive(old.pid)
+    assert process_uid(migrated["pid"]) == 65534
+    with open(os.path.join(as_nobody["state_dir"], "sglang.json")) as handle:
+        state = json.load(handle)
+    assert state["identity"] == {"user": "nobody", "group": "nogroup"} and state["uid"] == 65534 and state["boot_id"]
+    assert sorted(os.listdir(as_nobody["state_dir"])) == ["sglang.json", "sglang.pid"]
+    ready = run_module("wait_for_server", log_path=as_nobody["log_path"], offset=migrated["offset"],
+                       pid=migrated["pid"], health_url="http://127.0.0.1:%d/health" % as_nobody["port"], timeout=60)
+    assert ready["ready"] is True, ready.get("msg")
+    again = run_module("sglang_server", **as_nobody)
+    assert again["changed"] is False and again["pid"] == migrated["pid"]
+    status = run_module("sglang_server", state="status", state_dir=as_nobody["state_dir"], port=as_nobody["port"])
+    assert status["user"] == "nobody" and status["expected_user"] == "nobody" and status["manager"] == "module"
+    assert status["venv"]["path"] == "/usr" and status["venv"]["owner"] == "root"
+
+
+def test_a_user_that_does_not_exist_is_named_before_anything_changes(server):
+    failed = run_module("sglang_server", user="no-such-user-here", **server)
+    assert failed.get("failed") and "user=no-such-user-here does not exist" in failed["msg"]
+    assert "sglang_server_user" in failed["msg"] and "blackwell.gpu_node.service_user" in failed["msg"]
+    assert not os.path.exists(server["state_dir"]) and not os.path.exists(server["log_path"])
+
+
+def test_logrotate_file_is_written_quoted_and_removed_on_stop(server, tmp_path):
+    rotation = dict(server, logrotate=True, logrotate_dir=str(tmp_path / "logrotate.d"))
+    predicted = run_module("sglang_server", check_mode=True, **rotation)
+    assert predicted["changed"] is True and not os.path.exists(rotation["logrotate_dir"])
+    first = run_module("sglang_server", **rotation)
+    assert "wrote the logrotate file" in first["actions"]
+    text = (tmp_path / "logrotate.d" / "sglang-sglang").read_text()
+    assert text.splitlines()[1] == '"%s" {' % server["log_path"] and "copytruncate" in text
+    assert run_module("sglang_server", **rotation)["changed"] is False
+    stopped = run_module("sglang_server", state="stopped", state_dir=server["state_dir"],
+                         logrotate_dir=rotation["logrotate_dir"], stop_timeout=5)
+    assert "removed the logrotate file" in stopped["actions"]
+    assert os.listdir(rotation["logrotate_dir"]) == []
+
+
+def test_a_log_path_that_logrotate_would_misread_is_refused(server, tmp_path):
+    failed = run_module("sglang_server", **dict(server, log_path=str(tmp_path / "a b.log"), logrotate=True,
+                                                logrotate_dir=str(tmp_path / "logrotate.d")))
+    assert failed.get("failed") and "logrotate reads as a pattern" in failed["msg"]
+    assert not os.path.exists(str(tmp_path / "logrotate.d")) and not os.path.exists(server["state_dir"])

@@ -33,3 +33,14 @@ def test_only_rank_0_announces_readiness(host, node):
         pytest.skip("one node at a time")
     announced = READY in host.file("/var/log/sglang/sglang.log").content_string
     assert announced is (node == 0)
+
+
+def test_the_module_manager_runs_the_server_as_the_service_user(host):
+    # No systemd in these containers: manager auto picks the module, which drops to sglang in the child.
+    state = json.loads(host.file("/var/lib/blackwell-gpu-node/sglang.json").content_string)
+    assert state["manager"] == "module" and state["identity"] == {"user": "sglang", "group": "sglang"}
+    status = host.file("/proc/%d/status" % state["pid"]).content_string
+    uid = [line.split()[1] for line in status.splitlines() if line.startswith("Uid:")][0]
+    assert int(uid) == host.user("sglang").uid != 0
+    log = host.file("/var/log/sglang/sglang.log")
+    assert log.user == "root" and log.mode == 0o640

@@ -34,7 +34,10 @@ def test_unit_has_only_the_directives_the_module_writes(host):
     keys = [line.split("=", 1)[0] for line in unit.splitlines() if line and not line.startswith(("#", "["))]
     assert set(keys) <= {"Description", "After", "Wants", "Type", "ExecStart", "Environment", "EnvironmentFile",
                          "StandardOutput", "StandardError", "Restart", "RestartSec", "KillMode", "TimeoutStopSec",
-                         "WantedBy"}
+                         "WantedBy", "StartLimitIntervalSec", "StartLimitBurst", "User", "Group", "UMask",
+                         "NoNewPrivileges", "ProtectSystem", "PrivateTmp", "ProtectKernelTunables",
+                         "ProtectKernelModules", "ProtectControlGroups", "RestrictSUIDSGID", "LockPersonality",
+                         "RestrictRealtime"}
     assert keys.count("ExecStart") == 1
 
 
@@ -55,3 +58,33 @@ def test_the_log_is_not_world_readable(host):
 
 def test_output_goes_to_the_log(host):
     assert "The server is fired up and ready to roll!" in host.file("/var/log/sglang/sglang.log").content_string
+
+
+def main_pid(host):
+    return int(host.check_output("systemctl show --property=MainPID --value " + UNIT))
+
+
+def test_the_server_runs_as_the_service_user_not_root(host):
+    sglang = host.user("sglang")
+    status = host.file("/proc/%d/status" % main_pid(host)).content_string
+    uids = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")][0]
+    assert uids == [str(sglang.uid)] * 4 and sglang.uid != 0
+    unit = host.file("/etc/systemd/system/" + UNIT).content_string
+    assert "User=sglang" in unit and "Group=sglang" in unit and "UMask=0027" in unit
+    assert "StartLimitBurst=5" in unit and "RestartSec=2" in unit
+
+
+def test_the_root_server_of_the_previous_version_was_migrated(host):
+    legacy = int(host.file("/root/legacy-server.pid").content_string)
+    assert not host.file("/proc/%d" % legacy).exists
+    state = json.loads(host.file("/var/lib/blackwell-gpu-node/sglang.json").content_string)
+    assert state["manager"] == "systemd" and state["identity"] == {"user": "sglang", "group": "sglang"}
+    assert sorted(host.file("/var/lib/blackwell-gpu-node").listdir()) == ["sglang.json", "sglang.pid",
+                                                                          "sglang.secret.env"]
+
+
+def test_the_log_stays_roots_and_is_rotated(host):
+    log = host.file("/var/log/sglang/sglang.log")
+    assert log.user == "root" and log.mode == 0o640
+    rotation = host.file("/etc/logrotate.d/sglang-sglang").content_string
+    assert '"/var/log/sglang/sglang.log" {' in rotation and "copytruncate" in rotation

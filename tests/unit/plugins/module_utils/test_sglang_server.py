@@ -34,6 +34,9 @@ def options(**changes):
     return params
 
 
+SERVICE = dict(stop_timeout=30, restart_sec=10, start_limit_interval=600, start_limit_burst=5, user="sglang",
+               group="sglang")
+
 REFERENCE_OPTIONS = options(tensor_parallel_size=8, trust_remote_code=True, cuda_graph_max_bs=128,
                             disable_custom_all_reduce=True)
 
@@ -349,10 +352,15 @@ def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
         existing.write_text("x")
         existing.chmod(0o600)
         assert core.log_offset(str(existing)) == 1
+        world_readable = tmp_path / "earlier-version.log"
+        world_readable.write_text("")
+        world_readable.chmod(0o664)
+        os.close(core.open_log(str(world_readable)))
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE((tmp_path / "logs" / "new.log").stat().st_mode) == 0o640
     assert stat.S_IMODE(existing.stat().st_mode) == 0o600
+    assert stat.S_IMODE(world_readable.stat().st_mode) == 0o660
 
 
 def test_open_log_leaves_a_blocking_descriptor(tmp_path):
@@ -460,7 +468,8 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     argv = ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi k2",
             "--api-key", "s3cr$t", "--served-model-name", "50%"]
     text, secrets = core.systemd_unit("sglang", argv, {"SGLANG_STANDIN_STEP": "0.05", "NOTE": "a b"},
-                                      "/var/log/sglang/sglang.log", 30, "/var/lib/blackwell-gpu-node/sglang.secret.env")
+                                      "/var/log/sglang/sglang.log", "/var/lib/blackwell-gpu-node/sglang.secret.env",
+                                      SERVICE)
     exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
     assert exec_start == ('ExecStart=/home/sglang/ml-env/bin/python -m sglang.launch_server --model-path '
                           '"/shared/kimi k2" --api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name "50%%"')
@@ -475,7 +484,7 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
 def test_secret_flags_in_both_spellings_never_reach_the_unit():
     argv = ["/venv/bin/python", "-m", "sglang.launch_server", "--api-key=k1", "--admin-api-key", "k2",
             "--hf-token=k3", "--served-model-name", "m"]
-    text, secrets = core.systemd_unit("sglang", argv, {}, "/var/log/s.log", 30, "/state/sglang.secret.env",
+    text, secrets = core.systemd_unit("sglang", argv, {}, "/var/log/s.log", "/state/sglang.secret.env", SERVICE,
                                       core.SECRET_FLAGS + ("--hf-token",))
     assert "k1" not in text and "k2" not in text and "k3" not in text
     assert ("--api-key=${BLACKWELL_GPU_NODE_SECRET_ARG_3} --admin-api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_5} "
@@ -486,7 +495,7 @@ def test_secret_flags_in_both_spellings_never_reach_the_unit():
 
 def test_environment_keeps_dollars_and_paths_escape_specifiers():
     text, _secrets = core.systemd_unit("sglang", ["/p", "$x"], {"NOTE": "costs $5 at 50%"}, "/var/log/50%/s.log",
-                                       30, "/state/%h/sglang.secret.env")
+                                       "/state/%h/sglang.secret.env", SERVICE)
     # Environment= expands no variables, so `$` stays single there; ExecStart= does, so it is doubled.
     assert 'Environment="NOTE=costs $5 at 50%%"' in text and 'ExecStart=/p "$$x"' in text
     assert "StandardOutput=append:/var/log/50%%/s.log" in text and "EnvironmentFile=-/state/%%h/sglang.secret.env" in text
@@ -514,3 +523,147 @@ def test_forget_removes_the_secret_environment_file_too(tmp_path):
     assert stat.S_IMODE((tmp_path / "state" / "sglang.secret.env").stat().st_mode) == 0o600
     assert instance.forget() == ["sglang.secret.env"]
     assert os.listdir(str(tmp_path / "state")) == []
+
+
+# --- the service user, systemd as the identity, bounded crash loops, the log's rotation (issue 13) ---
+
+def test_auto_picks_systemd_only_where_it_is_pid_1(tmp_path):
+    assert core.resolve_manager("auto", str(tmp_path))[0] == "systemd"
+    manager, why = core.resolve_manager("auto", str(tmp_path / "absent"))
+    assert manager == "module" and "systemd is not PID 1" in why
+    assert core.resolve_manager("module", str(tmp_path)) == ("module", "manager=module was asked for")
+
+
+def test_a_missing_user_is_named_with_the_role_that_creates_it():
+    account, _log_gid, problems = core.service_account("no-such-user-here")
+    assert account is None
+    assert problems == ["user=no-such-user-here does not exist on this host (sglang_server_user in the role): create "
+                        "it first, with the role blackwell.gpu_node.service_user, or name an existing user"]
+    assert "group=g is given without user" in core.service_account(None, "g")[2][0]
+    assert "log_group=no-such-group-here does not exist" in core.service_account(None, None, "no-such-group-here")[2][0]
+
+
+def test_the_account_has_the_users_home_group_and_supplementary_groups():
+    account, log_gid, problems = core.service_account("nobody", None, "root")
+    assert problems == [] and log_gid == 0
+    assert account["uid"] == 65534 and account["user"] == "nobody" and account["home"] == "/nonexistent"
+    assert account["gid"] not in account["groups"]
+    assert core.service_account(None) == (None, None, [])
+
+
+def test_home_is_the_users_unless_env_says_otherwise():
+    account = {"user": "sglang", "home": "/var/lib/sglang"}
+    assert core.server_environment({"HOME": "/root"}, {}, account)["HOME"] == "/var/lib/sglang"
+    assert core.server_environment({"HOME": "/root"}, {"HOME": "/srv/cache"}, account)["HOME"] == "/srv/cache"
+    assert core.server_environment({"HOME": "/root"}, {}, None)["HOME"] == "/root"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+def test_launch_drops_to_the_user_with_umask_027_and_keeps_the_log_roots(tmp_path):
+    tmp_path.chmod(0o755)
+    log = tmp_path / "server.log"
+    account = {"user": "nobody", "uid": 65534, "gid": 65534, "groups": [], "home": "/nonexistent"}
+    script = 'echo "$(id -u) $(id -G) $(umask) $HOME $(pwd)"'
+    process, offset, _start = core.launch(["/bin/sh", "-c", script], {}, str(log), account, log_gid=0)
+    process.wait()
+    assert offset == 0
+    assert log.read_text().split() == ["65534", "65534", "0027", "/nonexistent", "/"]
+    info = log.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o640)
+
+
+def test_log_group_is_set_on_the_open_file_never_through_a_link(tmp_path):
+    gid = 1  # daemon: any group but the one the file would get
+    descriptor = core.open_log(str(tmp_path / "s.log"), gid)
+    os.close(descriptor)
+    assert (tmp_path / "s.log").stat().st_gid == gid
+    (tmp_path / "target").write_text("")
+    os.symlink(str(tmp_path / "target"), str(tmp_path / "link.log"))
+    with pytest.raises(core.InvalidOption, match="is a symbolic link"):
+        core.open_log(str(tmp_path / "link.log"), gid)
+
+
+def test_a_state_of_the_previous_version_is_still_recognised(tmp_path):
+    # ce123ef wrote argv, env_digest, log_path, manager, offset, pid, start_time, started_at: no boot id, no uid.
+    child = subprocess.Popen(["sleep", "30"])
+    while core.process_argv(child.pid) != ["sleep", "30"]:
+        time.sleep(0.01)
+    try:
+        legacy = {"pid": child.pid, "start_time": core.process_start_time(child.pid), "argv": ["sleep", "30"],
+                  "env_digest": "", "log_path": "/l", "offset": 0, "manager": "module", "started_at": 1.0}
+        assert core.Instance(str(tmp_path), "sglang").running(legacy)
+        with pytest.raises(core.BadState, match="not as uid 4242"):
+            core.Instance(str(tmp_path), "sglang").running(dict(legacy, uid=4242))
+    finally:
+        child.kill()
+        child.wait()
+
+
+def unit_lines(**changes):
+    text, _secrets = core.systemd_unit("sglang", ["/venv/bin/python"], {}, "/var/log/s.log", "/state/s.env",
+                                       dict(SERVICE, **changes))
+    return text.splitlines()
+
+
+def test_the_unit_runs_as_the_user_hardened_with_what_cuda_allows():
+    lines = unit_lines()
+    service = lines[lines.index("[Service]"):lines.index("[Install]")]
+    for directive in ("User=sglang", "Group=sglang", "UMask=0027", "NoNewPrivileges=yes", "ProtectSystem=full",
+                      "PrivateTmp=yes", "ProtectKernelTunables=yes", "ProtectKernelModules=yes",
+                      "ProtectControlGroups=yes", "RestrictSUIDSGID=yes", "LockPersonality=yes",
+                      "RestrictRealtime=yes", "Restart=on-failure", "RestartSec=10"):
+        assert directive in service
+    # These break CUDA (device nodes, JIT) or the layouts in use; the docs say why.
+    for left_out in ("PrivateDevices", "MemoryDenyWriteExecute", "ProtectHome", "DevicePolicy", "SystemCallFilter"):
+        assert not [line for line in lines if line.startswith(left_out + "=")]
+    assert not [line for line in unit_lines(user=None, group=None) if line.startswith(("User=", "Group="))]
+
+
+def test_crash_loops_are_bounded_in_the_unit_section():
+    lines = unit_lines(restart_sec=2, start_limit_interval=300, start_limit_burst=3)
+    unit = lines[lines.index("[Unit]"):lines.index("[Service]")]
+    assert "StartLimitIntervalSec=300" in unit and "StartLimitBurst=3" in unit and "RestartSec=2" in lines
+
+
+def test_unit_status_reads_one_systemctl_show():
+    status = core.unit_status("MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=3\n"
+                              "UnitFileState=enabled\nLoadState=loaded\nExecMainStartTimestampMonotonic=12345\n")
+    assert status == {"pid": 4242, "active_state": "active", "sub_state": "running", "restarts": 3, "enabled": True,
+                      "loaded": True, "started_monotonic": 12345, "running": True}
+    restarting = core.unit_status("MainPID=0\nActiveState=activating\nSubState=auto-restart\nNRestarts=1\n"
+                                  "UnitFileState=enabled\n")
+    assert restarting["running"] is False and restarting["restarts"] == 1
+    failed = core.unit_status("MainPID=0\nActiveState=failed\nUnitFileState=disabled\nLoadState=not-found\n")
+    assert failed["running"] is False and failed["enabled"] is False and failed["loaded"] is False
+
+
+@pytest.mark.parametrize("path", ["/var/log/a b.log", '/var/log/"q".log', "/var/log/*.log", "/var/log/a?.log",
+                                  "/var/log/[x].log", "/var/log/{x}.log", "/var/log/a\\b.log"])
+def test_a_log_path_that_logrotate_would_misread_is_named(path):
+    assert core.logrotate_problem(path).startswith("log_path=%s holds " % path)
+
+
+def test_logrotate_copies_and_truncates_the_quoted_log():
+    assert core.logrotate_problem("/var/log/sglang/sglang-1.log") is None
+    text = core.logrotate_config("/var/log/sglang/sglang.log", 4)
+    assert text.splitlines()[1] == '"/var/log/sglang/sglang.log" {'
+    assert "    copytruncate" in text and "    rotate 4" in text and "    create" not in text
+
+
+def test_foreign_writable_lists_what_others_can_write_without_following_links(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "ok.py").write_text("")
+    (venv / "lib" / "ok.py").chmod(0o644)
+    (venv / "lib" / "planted.pth").write_text("")
+    (venv / "lib" / "planted.pth").chmod(0o666)
+    (venv / "lib").chmod(0o775)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o777)
+    os.symlink(str(outside), str(venv / "link"))
+    owner, problems, complete = core.foreign_writable(str(venv))
+    assert owner == os.getuid() and complete
+    assert problems == ["%s is writable by its group or others (mode 0775)" % (venv / "lib"),
+                        "%s is writable by its group or others (mode 0666)" % (venv / "lib" / "planted.pth")]
+    assert core.foreign_writable(str(venv), limit=1)[1:] == (problems[:1], False)
