@@ -79,5 +79,48 @@ grep -q 'localhost *: ok=[0-9]* *changed=0 ' /tmp/site_again.txt || { echo "the 
   playbook stop
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 } >"$out/site_effect.txt" 2>&1
+
+# The server on the GPU as the service user (the module manager: no systemd here): the stand-in from the
+# host's own torch virtualenv, holding 2 GiB of GPU memory, then stopped, its memory released.
+rm -rf /tmp/standin && cp -r tests/fixtures/sglang_standin /tmp/standin && chmod -R a+rX /tmp/standin
+cat >/tmp/gpu_user.yml <<YAML
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  vars: {ansible_python_interpreter: /usr/bin/python3}
+  tasks:
+    - name: Start the stand-in on the GPU as the service user
+      blackwell.gpu_node.sglang_server:
+        name: gpu-user
+        user: sglang
+        python: /opt/torch/.venv/bin/python
+        model_path: /tmp/models/tiny
+        port: 30001
+        log_path: /var/log/sglang/gpu-user.log
+        env: {PYTHONPATH: /tmp/standin, SGLANG_STANDIN_STEP: "0.05", SGLANG_STANDIN_GPU_MIB: "2048", NCCL_NVLS_ENABLE: "0"}
+      register: launch
+    - name: Wait until it is ready
+      blackwell.gpu_node.wait_for_server:
+        log_path: /var/log/sglang/gpu-user.log
+        offset: "{{ launch.offset }}"
+        pid: "{{ launch.pid }}"
+        health_url: http://127.0.0.1:30001/health
+        timeout: 120
+    - name: Show who runs it and who holds GPU memory
+      ansible.builtin.shell: ps -o user=,pid=,args= -p {{ launch.pid }}; nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+      changed_when: false
+      register: holders
+    - name: Print it
+      ansible.builtin.debug:
+        var: holders.stdout_lines
+    - name: Stop it and wait until its GPU memory is released
+      blackwell.gpu_node.sglang_server:
+        name: gpu-user
+        state: stopped
+YAML
+{ echo "\$ ansible-playbook /tmp/gpu_user.yml"; python3 /tmp/site/bin/ansible-playbook -i localhost, -v /tmp/gpu_user.yml
+  status=$?; [ "$status" -eq 0 ] || failed=1; echo "[exit $status]"
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv; } >"$out/site_gpu_user.txt" 2>&1
+
 ls -la "$out"
 exit "$failed"
