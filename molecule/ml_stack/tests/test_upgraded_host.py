@@ -40,12 +40,6 @@ def test_code_the_service_user_planted_in_its_virtualenv_never_ran_as_root(host)
     assert host.file("/tmp/planted-ran-as-%d" % uid).exists
 
 
-def test_pip_ran_as_the_service_user_with_its_cache_in_the_users_home(host):
-    cache = host.file("/home/sglang/.cache/pip")
-    assert cache.is_directory and cache.user == "sglang"
-    assert not host.file("/root/.cache/pip").exists
-
-
 @pytest.mark.parametrize("command", sorted(NAIVE_FLASHINFER_INSTALLS))
 def test_a_plain_virtualenv_lets_a_flashinfer_install_replace_the_cu130_torch(host, command):
     naive = "/tmp/naive-" + command
