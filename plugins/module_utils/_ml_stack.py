@@ -311,6 +311,28 @@ def _sources_to_probe(main_index, packages, index_url):
     return probes
 
 
+def _pins(profile):
+    """[distribution, version, wheel file or None] of each package the profile pins, in install order."""
+    pins = []
+    for key, distribution in PACKAGES:
+        entry = profile["python"][key]
+        if entry["version"] is not None:
+            pins.append([distribution, entry["version"], _wheel_file(entry["source"]) if _is_wheel(entry["source"]) else None])
+    return pins
+
+
+def profile_virtualenv(venv_path, profile, python, python_version):
+    """Where the profile's virtualenv goes beside the stable path venv_path: <name>.<profile>-<digest>, the digest
+    of the profile's pins, the interpreter it is made with (ml_stack_python) and that interpreter's X.Y. The
+    preflight role asks the same, to know whether a run builds a new one."""
+    python_series = ".".join(str(part) for part in _version_tuple(python_version))
+    digest = hashlib.sha256(json.dumps([_pins(profile), python, python_series]).encode()).hexdigest()[:8]
+    venv_path = venv_path.rstrip("/")
+    name = "%s.%s-%s" % (posixpath.basename(venv_path), profile["name"], digest)
+    return {"python_series": python_series, "digest": digest, "name": name,
+            "dir": posixpath.join(posixpath.dirname(venv_path), name)}
+
+
 def build_plan(settings, profile, host):
     """Everything the role does for this host, or {'problems': [...]} naming each variable to fix.
 
@@ -344,12 +366,10 @@ def build_plan(settings, profile, host):
     if problems:
         return {"problems": problems}
 
-    python_series = ".".join(str(part) for part in _version_tuple(host["python"]["version"]))
-    pins = [[package["distribution"], package["version"], package["wheel"]] for package in packages]
-    digest = hashlib.sha256(json.dumps([pins, settings["python"], python_series]).encode()).hexdigest()[:8]
+    pins = _pins(profile)
+    venv = profile_virtualenv(settings["venv_path"], profile, settings["python"], host["python"]["version"])
+    python_series, digest, venv_name, venv_dir = venv["python_series"], venv["digest"], venv["name"], venv["dir"]
     venv_path = settings["venv_path"].rstrip("/")
-    venv_name = "%s.%s-%s" % (posixpath.basename(venv_path), profile["name"], digest)
-    venv_dir = posixpath.join(posixpath.dirname(venv_path), venv_name)
     versions = dict((package["distribution"], package["version"]) for package in packages)
     main_index = _mirrored(settings["index_url"], settings["index_mirrors"])
     wheelhouse = settings["wheelhouse_path"].rstrip("/") if offline else None

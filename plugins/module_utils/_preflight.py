@@ -12,6 +12,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id
 
 # Compute capability -> GPU family, as NVIDIA numbers them. Matched whole (fullmatch), in ASCII digits.
@@ -225,22 +226,63 @@ def check_model(report, settings, model):
         report.checked.append("model %s has config.json" % path)
 
 
-def check_disk(report, settings, disk):
+def check_service_user(report, settings, exists):
+    """The service user must exist already when the collection is told not to create it."""
+    name = settings.get("service_user_name")
+    if settings.get("service_user_create", True) or not name:
+        return
+    if exists:
+        report.checked.append("service user %s exists" % name)
+    else:
+        report.problems.append(
+            "service_user_name=%s (preflight_service_user_name) is not a user on this host, and service_user_create is "
+            "false: create the user first (useradd --system --shell /usr/sbin/nologin %s), or set "
+            "service_user_create: true to have the collection create it." % (name, name))
+
+
+def check_venv_python(report, settings, python):
+    """The interpreter the virtualenv is made with runs and can make virtualenvs (ensurepip and venv, which Debian
+    and Ubuntu ship apart, in python3-venv)."""
+    path = settings.get("venv_python")
+    if not settings.get("venv_path") or not path:
+        return
+    if python.get("error"):
+        report.problems.append(
+            "preflight_venv_python=%s (ml_stack_python) cannot run on this host (%s): install it, or point "
+            "ml_stack_python at the interpreter the virtualenv is made with." % (path, python["error"]))
+    elif python.get("venv_error"):
+        series = ".".join(python.get("version", "").split(".")[:2])
+        report.problems.append(
+            "preflight_venv_python=%s (ml_stack_python) cannot create virtualenvs (%s): apt-get install python3-venv "
+            "(python%s-venv for an interpreter other than the system's python3), then run again."
+            % (path, python["venv_error"], series))
+    else:
+        report.checked.append("%s (Python %s) can create virtualenvs" % (path, python.get("version")))
+
+
+def check_disk(report, settings, profile, disk, python):
+    """Room for the profile's virtualenv unless it exists already: a new profile, or new pins, build a second one
+    beside the current one (the stable path existing says nothing about that)."""
     path, minimum = settings.get("venv_path"), settings.get("venv_min_free_gib")
     if not path or not minimum:
         return
-    if disk.get("venv_exists"):
-        report.checked.append("virtualenv %s exists; its disk was not checked" % path)
-        return
+    # Without the interpreter's version the name is not known: count the virtualenv as new.
+    if python.get("version") and settings.get("venv_python"):
+        venv = profile_virtualenv(path, profile, settings["venv_python"], python["version"])
+        if venv["name"] in disk.get("siblings", []):
+            report.checked.append("virtualenv %s of stack profile %s exists; its disk was not checked" % (
+                venv["dir"], profile["name"]))
+            return
     mount, free = disk.get("mount"), disk.get("free_bytes")
     if free is None:
         report.notes.append("The free space for %s is not known; it was not checked." % path)
     elif free < minimum * GIB:
         report.problems.append(
-            "%s has %.1f GiB free for the virtualenv %s, less than preflight_venv_min_free_gib=%s: free space there, "
-            "or choose another preflight_venv_path." % (mount, float(free) / GIB, path, minimum))
+            "%s has %.1f GiB free for a new virtualenv of stack profile %s beside %s, less than "
+            "preflight_venv_min_free_gib=%s: free space there, or choose another preflight_venv_path." % (
+                mount, float(free) / GIB, profile["name"], path, minimum))
     else:
-        report.checked.append("%.1f GiB free on %s for the virtualenv" % (float(free) / GIB, mount))
+        report.checked.append("%.1f GiB free on %s for a new virtualenv" % (float(free) / GIB, mount))
 
 
 def check_port(report, settings, port_state):
@@ -261,7 +303,8 @@ def evaluate(settings, profile, observed):
 
     settings: the role's variables without the preflight_ prefix. profile: the resolved stack profile.
     observed: distribution, distribution_version, architecture (Ansible's facts), gpu (gpu_facts), reboot_required (bool), reboot_required_packages,
-    model (exists, is_dir, config_json), disk (venv_exists, mount, free_bytes), port_state, host, peers.
+    model (exists, is_dir, config_json), disk (siblings: the names beside venv_path, mount, free_bytes), port_state,
+    host, peers, venv_python (what ml_stack's inspect_python.py printed, or {error}), service_user_exists (bool).
     """
     report = Report()
     check_platform(report, profile, observed)
@@ -295,6 +338,8 @@ def evaluate(settings, profile, observed):
 
     check_cluster(report, settings, observed.get("host"), observed.get("peers", []))
     check_model(report, settings, observed.get("model", {}))
-    check_disk(report, settings, observed.get("disk", {}))
+    check_service_user(report, settings, observed.get("service_user_exists"))
+    check_venv_python(report, settings, observed.get("venv_python") or {})
+    check_disk(report, settings, profile, observed.get("disk", {}), observed.get("venv_python") or {})
     check_port(report, settings, observed.get("port_state"))
     return report.as_dict()

@@ -58,8 +58,25 @@ def test_sgl_kernel_comes_from_the_cu130_wheel_not_from_pypi(host):
     assert run(host, PYTHON, "-c", code).strip().endswith("/" + SGL_KERNEL_CU130_WHEEL)
 
 
-def test_the_virtualenv_belongs_to_the_service_user(host):
-    assert run(host, "find", venv_dir(host) + "/", "!", "-user", "sglang") == ""
+ROOTS_FILES = ["pip.conf", "ml-stack-constraints.txt"]
+
+
+def test_the_virtualenv_belongs_to_the_service_user_but_the_pins_to_root(host):
+    # The role changes owners only of a virtualenv someone else built; this one is new: the user built it.
+    theirs = run(host, "find", venv_dir(host) + "/", "!", "-user", "sglang", "-printf", "%P %u:%g %m\n")
+    assert sorted(theirs.splitlines()) == sorted("%s root:root 644" % name for name in ROOTS_FILES)
+
+
+def test_the_service_user_has_no_login_shell_and_a_closed_home(host):
+    user = host.user("sglang")
+    assert user.group == "sglang"
+    assert user.shell == "/usr/sbin/nologin"
+    assert user.home == "/home/sglang"
+    home = host.file("/home/sglang")
+    assert (home.user, home.group, home.mode) == ("sglang", "sglang", 0o750)
+    if host.backend.name == "ml-stack-online":
+        # Created by the role (the offline host's was made by hand before, as a login user).
+        assert user.uid < 1000
 
 
 def test_pip_check_reports_only_the_lines_explained_in_the_virtualenv(host):

@@ -23,8 +23,21 @@ def run(host, *argv):
     return result.stdout
 
 
+def as_user(*argv):
+    """argv run as the service user: the virtualenvs are the user's, and a test runs their code as the user too."""
+    return ("runuser", "-u", "sglang", "--") + argv
+
+
 def torch_of(host, python):
-    return run(host, python, "-c", "import torch; print(torch.__version__, torch.version.cuda)").split()
+    return run(host, *as_user(python, "-c", "import torch; print(torch.__version__, torch.version.cuda)")).split()
+
+
+def test_code_the_service_user_planted_in_its_virtualenv_never_ran_as_root(host):
+    # prepare planted zz_planted.pth in the cu128 virtualenv as the service user, then ran ml_stack (inspection,
+    # pip, verification) and runtime_env (inspection, proof) on it again: each interpreter start ran the file.
+    uid = host.user("sglang").uid
+    assert not host.file("/tmp/planted-ran-as-0").exists
+    assert host.file("/tmp/planted-ran-as-%d" % uid).exists
 
 
 @pytest.mark.parametrize("command", sorted(NAIVE_FLASHINFER_INSTALLS))
@@ -39,7 +52,7 @@ def test_a_plain_virtualenv_lets_a_flashinfer_install_replace_the_cu130_torch(ho
 
 @pytest.mark.parametrize("command", sorted(NAIVE_FLASHINFER_INSTALLS))
 def test_pip_in_the_roles_virtualenv_keeps_the_cu130_torch(host, command):
-    attempt = host.run(shlex.join(["/home/sglang/ml-env/bin/pip"] + NAIVE_FLASHINFER_INSTALLS[command]))
+    attempt = host.run(shlex.join(as_user("/home/sglang/ml-env/bin/pip", *NAIVE_FLASHINFER_INSTALLS[command])))
     if command == "force-reinstall":
         # Reinstalling torch from PyPI would need a torch the pins forbid: pip refuses the whole install.
         assert attempt.rc != 0 and "ResolutionImpossible" in attempt.stderr
@@ -52,7 +65,7 @@ def test_the_cu128_virtualenv_is_kept_beside_the_new_one(host):
     assert json.loads(host.file(kept[0] + "/ml-stack.json").content_string)["profile"] == "cu128"
     assert torch_of(host, kept[0] + "/bin/python") == ["2.9.1+cu128", "12.8"]
     code = "import importlib.metadata as m; print(m.version('flashinfer-python'), m.version('sglang'))"
-    assert run(host, kept[0] + "/bin/python", "-c", code).split() == ["0.6.4", "0.5.9"]
+    assert run(host, *as_user(kept[0] + "/bin/python", "-c", code)).split() == ["0.6.4", "0.5.9"]
 
 
 def test_no_index_answered_the_idempotence_run(host):

@@ -101,11 +101,18 @@ def test_shadowing_is_what_this_platform_has(host):
 
 
 @pytest.mark.parametrize("name", ["_blackwell_gpu_node_env.py", "00-blackwell-gpu-node-env.pth"])
-def test_rendered_files_belong_to_the_venv_owner_and_are_not_world_writable(host, name):
+def test_rendered_files_belong_to_root_and_the_venv_owner_cannot_write_them(host, name):
     rendered = host.file(SITE_PACKAGES + "/" + name)
-    assert rendered.user == "sglang"
-    assert rendered.group == "sglang"
-    assert rendered.mode == 0o644
+    assert (rendered.user, rendered.group, rendered.mode) == ("root", "root", 0o644)
+    edit = host.run(shlex.join(["runuser", "-u", "sglang", "--", "sh", "-c", ": >> \"$0\"", rendered.path]))
+    assert edit.rc != 0 and "Permission denied" in edit.stderr
+
+
+def test_rendered_environment_reaches_the_venv_owners_processes(host):
+    result = host.run(shlex.join(["runuser", "-u", "sglang", "--", "env", "-i", PYTHON, "-c", DIRECT]))
+    assert result.rc == 0, result.stderr
+    environ = json.loads(result.stdout)
+    assert {n: environ[n] for n in EXPECTED} == EXPECTED
 
 
 def test_pth_file_imports_the_module(host):

@@ -1,6 +1,7 @@
-"""Free space for a virtualenv that may not exist yet: that of the filesystem its nearest existing ancestor is on.
+"""Free space for a virtualenv that may not exist yet: that of the filesystem its nearest existing ancestor is on,
+and the names beside the stable path (where ml_stack keeps one virtualenv per profile: <name>.<profile>-<digest>).
 
-Prints {"venv_exists", "directory", "mount", "free_bytes"} as JSON. Run by the preflight role with the host's Python.
+Prints {"siblings", "directory", "mount", "free_bytes"} as JSON. Run by the preflight role with the host's Python.
 """
 import json
 import os
@@ -14,5 +15,7 @@ mount = directory
 while not os.path.ismount(mount):
     mount = os.path.dirname(mount)
 filesystem = os.statvfs(directory)
-print(json.dumps({"venv_exists": os.path.isfile(os.path.join(venv, "pyvenv.cfg")), "directory": directory,
-                  "mount": mount, "free_bytes": filesystem.f_bavail * filesystem.f_frsize}))
+parent, prefix = os.path.dirname(venv), os.path.basename(venv) + "."
+siblings = sorted(name for name in os.listdir(parent) if name.startswith(prefix)) if os.path.isdir(parent) else []
+print(json.dumps({"siblings": siblings, "directory": directory, "mount": mount,
+                  "free_bytes": filesystem.f_bavail * filesystem.f_frsize}))

@@ -6,14 +6,11 @@ import sys
 import sysconfig
 
 purelib = sysconfig.get_path("purelib")
-status = os.stat(purelib)
 hook = sys.modules.get("_blackwell_gpu_node_env")
 print(json.dumps({
     "in_venv": sys.prefix != sys.base_prefix,
     "prefix": sys.prefix,
     "purelib": purelib,
-    "purelib_uid": status.st_uid,
-    "purelib_gid": status.st_gid,
     "hook": getattr(hook, "__file__", None),
     "environ": dict((name, os.environ.get(name)) for name in sys.argv[1:]),
 }))

@@ -11,6 +11,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight impo
     evaluate,
     family_of,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import build_plan, profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id, resolve
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -172,17 +173,106 @@ def test_hub_ids_are_not_looked_for_on_disk():
     assert report["ok"] is True
 
 
+PYTHON_311 = {"executable": "/usr/bin/python3", "version": "3.11.2", "implementation": "cpython",
+              "machine": "x86_64", "glibc": "2.36", "venv_error": None}
+CU130_VENV = profile_virtualenv("/home/sglang/ml-env", CU130, "/usr/bin/python3", "3.11.2")
+
+
 def test_free_disk_for_a_new_virtualenv():
-    small = {"venv_exists": False, "directory": "/home/sglang", "mount": "/home", "free_bytes": 5 * GIB}
-    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=small))
+    small = {"siblings": [], "directory": "/home/sglang", "mount": "/home", "free_bytes": 5 * GIB}
+    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=small, venv_python=PYTHON_311))
     assert report["problems"] == [
-        "/home has 5.0 GiB free for the virtualenv /home/sglang/ml-env, less than preflight_venv_min_free_gib=30: "
-        "free space there, or choose another preflight_venv_path."]
-    existing = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=dict(small, venv_exists=True)))
+        "/home has 5.0 GiB free for a new virtualenv of stack profile cu130 beside /home/sglang/ml-env, less than "
+        "preflight_venv_min_free_gib=30: free space there, or choose another preflight_venv_path."]
+    existing = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                        observed(disk=dict(small, siblings=[CU130_VENV["name"]]), venv_python=PYTHON_311))
     assert existing["ok"] is True
-    assert "virtualenv /home/sglang/ml-env exists; its disk was not checked" in existing["checked"]
-    roomy = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130, observed(disk=dict(small, free_bytes=31 * GIB)))
-    assert "31.0 GiB free on /home for the virtualenv" in roomy["checked"]
+    assert ("virtualenv %s of stack profile cu130 exists; its disk was not checked" % CU130_VENV["dir"]
+            in existing["checked"])
+    roomy = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                     observed(disk=dict(small, free_bytes=31 * GIB), venv_python=PYTHON_311))
+    assert "31.0 GiB free on /home for a new virtualenv" in roomy["checked"]
+
+
+def test_the_profiles_virtualenv_is_the_one_ml_stack_builds():
+    plan = build_plan(
+        {"venv_path": "/home/sglang/ml-env", "venv_owner": None, "python": "/usr/bin/python3",
+         "index_url": "https://pypi.org/simple", "index_mirrors": {}, "pip_environment": {}, "offline": False,
+         "wheelhouse_path": "/var/cache/w", "wheelhouse_controller_path": None, "system_packages": []},
+        CU130, {"python": PYTHON_311, "owner": True, "venv_path": {"exists": True, "islnk": True},
+                "parent_exists": True, "dpkg": ""})
+    assert plan["problems"] == []
+    assert (plan["venv_name"], plan["venv_dir"]) == (CU130_VENV["name"], CU130_VENV["dir"])
+
+
+def measure_free_space(path):
+    import json
+    import subprocess
+    import sys
+    probe = ROOT / "roles" / "preflight" / "files" / "free_space.py"
+    return json.loads(subprocess.run([sys.executable, str(probe), str(path)], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def test_a_stable_path_that_exists_does_not_spare_the_disk_check_for_a_new_profile(tmp_path):
+    # Issue 14: the upgrade to cu130 builds a second virtualenv beside the cu128 one the stable path links to.
+    (tmp_path / "ml-env.cu128-0123abcd").mkdir()
+    (tmp_path / "ml-env.cu128-0123abcd" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tmp_path / "ml-env").symlink_to("ml-env.cu128-0123abcd")
+    stable_path = str(tmp_path / "ml-env")
+    more_than_any_disk = 2 ** 40
+    upgrade = evaluate(settings(venv_path=stable_path, venv_min_free_gib=more_than_any_disk), CU130,
+                       observed(disk=measure_free_space(stable_path), venv_python=PYTHON_311))
+    assert upgrade["ok"] is False
+    assert "for a new virtualenv of stack profile cu130 beside %s" % stable_path in upgrade["problems"][0]
+    # Once cu130's own virtualenv is there, a re-run needs no room.
+    (tmp_path / profile_virtualenv(stable_path, CU130, "/usr/bin/python3", "3.11.2")["name"]).mkdir()
+    rerun = evaluate(settings(venv_path=stable_path, venv_min_free_gib=more_than_any_disk), CU130,
+                     observed(disk=measure_free_space(stable_path), venv_python=PYTHON_311))
+    assert rerun["ok"] is True
+
+
+def test_an_interpreter_that_does_not_run_leaves_the_virtualenv_counted_as_new():
+    small = {"siblings": [CU130_VENV["name"]], "directory": "/home/sglang", "mount": "/home", "free_bytes": 5 * GIB}
+    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                      observed(disk=small, venv_python={"error": "No such file or directory"}))
+    assert report["problems"] == [
+        "preflight_venv_python=/usr/bin/python3 (ml_stack_python) cannot run on this host (No such file or "
+        "directory): install it, or point ml_stack_python at the interpreter the virtualenv is made with.",
+        "/home has 5.0 GiB free for a new virtualenv of stack profile cu130 beside /home/sglang/ml-env, less than "
+        "preflight_venv_min_free_gib=30: free space there, or choose another preflight_venv_path."]
+
+
+def test_python_without_venv_support_is_refused_naming_the_package():
+    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                      observed(disk={"siblings": [], "mount": "/", "free_bytes": 100 * GIB},
+                               venv_python=dict(PYTHON_311, venv_error="No module named 'ensurepip'")))
+    assert report["problems"] == [
+        "preflight_venv_python=/usr/bin/python3 (ml_stack_python) cannot create virtualenvs (No module named "
+        "'ensurepip'): apt-get install python3-venv (python3.11-venv for an interpreter other than the system's "
+        "python3), then run again."]
+    fine = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                    observed(disk={"siblings": [], "mount": "/", "free_bytes": 100 * GIB}, venv_python=PYTHON_311))
+    assert fine["ok"] and "/usr/bin/python3 (Python 3.11.2) can create virtualenvs" in fine["checked"]
+
+
+def test_without_a_virtualenv_the_interpreter_is_not_checked():
+    report = evaluate(settings(), CU130, observed(venv_python={"error": "not asked"}))
+    assert report["ok"] is True
+
+
+@pytest.mark.parametrize("create,exists,problem", [(True, False, False), (False, True, False), (False, False, True)])
+def test_the_service_user_must_exist_when_it_is_not_created(create, exists, problem):
+    report = evaluate(settings(service_user_name="sglang", service_user_create=create), CU130,
+                      observed(service_user_exists=exists))
+    if problem:
+        assert report["problems"] == [
+            "service_user_name=sglang (preflight_service_user_name) is not a user on this host, and "
+            "service_user_create is false: create the user first (useradd --system --shell /usr/sbin/nologin "
+            "sglang), or set service_user_create: true to have the collection create it."]
+    else:
+        assert report["ok"] is True
+        assert ("service user sglang exists" in report["checked"]) == (not create)
 
 
 @pytest.mark.parametrize("state,ok", [("free", True), ("ours", True), ("in_use", False)])
@@ -262,20 +352,13 @@ def test_the_recorded_h200_host_passes_as_hopper_and_is_refused_as_blackwell():
 
 
 def test_free_space_probe_measures_the_nearest_existing_ancestor(tmp_path):
-    import json
-    import subprocess
-    import sys
-    probe = ROOT / "roles" / "preflight" / "files" / "free_space.py"
-
-    def measure(path):
-        return json.loads(subprocess.run([sys.executable, str(probe), str(path)], capture_output=True, text=True,
-                                         check=True).stdout)
+    measure = measure_free_space
     new = measure(tmp_path / "not" / "yet" / "ml-env")
-    assert new["venv_exists"] is False and new["directory"] == str(tmp_path) and new["free_bytes"] > 0
+    assert new["siblings"] == [] and new["directory"] == str(tmp_path) and new["free_bytes"] > 0
     assert str(tmp_path).startswith(new["mount"])
-    (tmp_path / "ml-env").mkdir()
-    (tmp_path / "ml-env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    assert measure(tmp_path / "ml-env")["venv_exists"] is True
+    for name in ("ml-env", "ml-env.cu128-0123abcd", "ml-env.cu130-89abcdef", "ml-envy", "other"):
+        (tmp_path / name).mkdir()
+    assert measure(tmp_path / "ml-env")["siblings"] == ["ml-env.cu128-0123abcd", "ml-env.cu130-89abcdef"]
 
 
 @pytest.mark.parametrize("capability", ["8.9\n", "12.0\n", "9.0 ", "12.0abc", "\u0661\u0662.0"])
