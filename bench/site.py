@@ -32,8 +32,8 @@ def playbook(inventory, *args):
     try:
         done = run_bounded(["ansible-playbook", "-i", str(inventory)] + list(args), PLAYBOOK_TIMEOUT, cwd=CHECKOUT)
     except subprocess.TimeoutExpired:
-        sys.exit("ansible-playbook %s ran past %d s; every process it started was killed" % (" ".join(args),
-                                                                                          PLAYBOOK_TIMEOUT))
+        sys.exit("ansible-playbook %s ran past %d s; every process it started was killed"
+                 % (" ".join(args), PLAYBOOK_TIMEOUT))
     elapsed = time.monotonic() - started
     if done.returncode != 0:
         sys.exit("ansible-playbook %s failed:\n%s" % (" ".join(args), done.stdout[-4000:] + done.stderr[-2000:]))
