@@ -22,12 +22,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import configparser
 import hashlib
+import io
 import json
 import posixpath
 import re
 
 from urllib.parse import unquote, urlsplit
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problems
 
 # The profile's packages under stack_profiles.<name>.python, with their distribution names, in install order.
 PACKAGES = (
@@ -58,8 +62,13 @@ PIP_CHECK_CONFLICT = re.compile(
 )
 EXTRA_MARKER = re.compile(r"\bextra\s*==")
 REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-URL = re.compile(r"^(https?://[^/\s]+|file://)/\S*$")
-PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+URL = re.compile(r"(https?://[^/\s]+|file://)/\S*")
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Debian policy's package name, optionally qualified with an architecture (libnuma1:amd64).
+DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?")
+# The package whose Python bindings Ansible's apt module needs to install anything.
+APT_BINDINGS = "python3-apt"
 # manylinux aliases older than PEP 600, by the glibc release they stand for.
 LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
@@ -108,6 +117,29 @@ def manylinux_platforms(glibc, machine):
     return tags + ["linux_" + machine]
 
 
+def _text_values(settings, profile):
+    """(variable, value) for every setting and profile value that reaches a file (pip.conf, the constraints file,
+    the completion marker) or a pip argument, named as the user sets it."""
+    values = [("ml_stack_%s" % name, settings.get(name))
+              for name in ("venv_path", "python", "wheelhouse_path", "wheelhouse_controller_path", "index_url")]
+    mirrors = settings.get("index_mirrors")
+    if isinstance(mirrors, dict):
+        for prefix, mirror in mirrors.items():
+            values += [("ml_stack_index_mirrors (the prefix %r)" % prefix, prefix), ("ml_stack_index_mirrors[%r]" % prefix, mirror)]
+    environment = settings.get("pip_environment")
+    if isinstance(environment, dict):
+        values += [("ml_stack_pip_environment.%s" % name, value) for name, value in environment.items()]
+    packages = settings.get("system_packages")
+    if isinstance(packages, list):
+        values += [("ml_stack_system_packages[%d]" % index, name) for index, name in enumerate(packages)]
+    for key, _distribution in PACKAGES:
+        entry = (profile.get("python") or {}).get(key) or {}
+        for field in ("version", "source"):
+            if entry.get(field) is not None:
+                values.append(("stack_profiles.%s.python.%s.%s" % (profile.get("name"), key, field), entry[field]))
+    return [(variable, value) for variable, value in values if value is not None]
+
+
 def _check_settings(settings, problems):
     for name in ("venv_path", "python", "wheelhouse_path"):
         value = settings.get(name)
@@ -116,20 +148,56 @@ def _check_settings(settings, problems):
     controller_path = settings.get("wheelhouse_controller_path")
     if controller_path is not None and not (isinstance(controller_path, str) and controller_path.startswith("/")):
         problems.append("ml_stack_wheelhouse_controller_path=%s is not an absolute path on the controller" % controller_path)
-    if not isinstance(settings.get("index_url"), str) or not URL.match(settings["index_url"]):
+    if not isinstance(settings.get("index_url"), str) or not URL.fullmatch(settings["index_url"]):
         problems.append("ml_stack_index_url=%s is not an http(s):// or file:// URL" % settings.get("index_url"))
     mirrors = settings.get("index_mirrors")
     if not isinstance(mirrors, dict):
         problems.append("ml_stack_index_mirrors must map URL prefixes to the URLs that replace them, not %r" % (mirrors,))
     else:
         for prefix, mirror in sorted(mirrors.items()):
-            if not isinstance(mirror, str) or not URL.match(mirror):
+            if not isinstance(mirror, str) or not URL.fullmatch(mirror):
                 problems.append("ml_stack_index_mirrors[%s]=%r is not an http(s):// or file:// URL" % (prefix, mirror))
     environment = settings.get("pip_environment")
     if not isinstance(environment, dict) or not all(
-        isinstance(value, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name) for name, value in environment.items()
+        isinstance(value, str) and ENVIRONMENT_NAME.fullmatch(name) for name, value in environment.items()
     ):
         problems.append("ml_stack_pip_environment must map environment variable names to strings (quote numbers)")
+    packages = settings.get("system_packages", [])
+    if not isinstance(packages, list) or not all(isinstance(name, str) and DEBIAN_PACKAGE.fullmatch(name)
+                                                 for name in packages):
+        problems.append("ml_stack_system_packages=%r must list Debian package names (libnuma1, or libnuma1:amd64)"
+                        % (packages,))
+
+
+def installed_packages(dpkg_output):
+    """The packages that `dpkg-query --show --showformat='${db:Status-Abbrev} ${Package}\\n'` reports installed: the
+    status's second letter is the package's state, i once installed ("ii " as a rule, "hi " once held)."""
+    installed = set()
+    for line in (dpkg_output or "").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and len(fields[0]) >= 2 and fields[0][1] == "i":
+            installed.add(fields[1])
+    return installed
+
+
+def missing_system_packages(names, dpkg_output):
+    """The names among ml_stack_system_packages that dpkg does not report installed (one it does not know at all
+    among them); an architecture qualifier (libnuma1:amd64) is not part of the name dpkg-query prints."""
+    installed = installed_packages(dpkg_output)
+    return [name for name in names if name.split(":", 1)[0] not in installed]
+
+
+def _check_system_packages(settings, host, problems):
+    """The system packages to install with apt; a problem when apt's Python bindings, which Ansible's apt module
+    needs, are missing too (an offline host cannot fetch them)."""
+    missing = missing_system_packages(settings.get("system_packages", []), host.get("dpkg"))
+    if missing and APT_BINDINGS not in installed_packages(host.get("dpkg")):
+        problems.append("ml_stack_system_packages: %s not installed on this host, and installing with Ansible's apt "
+                        "module needs %s (apt's Python bindings), which this host lacks too. Have an administrator "
+                        "run apt-get install %s, or install %s, then run again"
+                        % (" and ".join(missing) + (" is" if len(missing) == 1 else " are"), APT_BINDINGS,
+                           " ".join(missing), APT_BINDINGS))
+    return missing
 
 
 def _check_host(settings, profile, host, problems):
@@ -251,12 +319,15 @@ def build_plan(settings, profile, host):
     venv_error or error), the owner ('owner': truthy if the user exists), the stable path ('venv_path': exists,
     islnk) and whether its directory exists ('parent_exists').
     """
-    problems = []
+    problems = control_character_problems(_text_values(settings, profile))
+    if problems:
+        return {"problems": problems}
     _check_settings(settings, problems)
-    if not isinstance(profile.get("name"), str) or not PROFILE_NAME.match(profile["name"]):
+    if not isinstance(profile.get("name"), str) or not PROFILE_NAME.fullmatch(profile["name"]):
         problems.append("stack_profile=%r cannot name a directory; use letters, digits, '.', '_' and '-'" % profile.get("name"))
     if problems:
         return {"problems": problems}
+    system_packages_missing = _check_system_packages(settings, host, problems)
     _check_host(settings, profile, host, problems)
     if host["python"].get("error"):
         return {"problems": problems}
@@ -293,6 +364,7 @@ def build_plan(settings, profile, host):
         "python": settings["python"],
         "python_series": python_series,
         "cuda": profile["python"]["torch"]["cuda"],
+        "system_packages_missing": system_packages_missing,
         "packages": packages,
         "versions": versions,
         "imports": list(IMPORTS),
@@ -322,14 +394,21 @@ def build_plan(settings, profile, host):
          "# virtualenv instead.\n" % profile["name"]]
         + ["%s===%s\n" % (package["distribution"], package["version"]) for package in packages]
     )
-    result["pip_conf"] = (
-        "# Written by blackwell.gpu_node.ml_stack: every pip run in this virtualenv honours the stack's pins.\n"
-        "[global]\nconstraint = %s\n" % result["files"]["constraints"]
-    )
+    result["pip_conf"] = pip_conf(result["files"]["constraints"])
     controller_path = settings.get("wheelhouse_controller_path")
     if offline and controller_path:
         result["download"] = _download(settings, profile, host, packages, main_index, pins)
     return result
+
+
+def pip_conf(constraints):
+    """The virtualenv's pip.conf, written by the parser pip reads it with (configparser, without interpolation)."""
+    config = configparser.RawConfigParser()
+    config["global"] = {"constraint": constraints}
+    text = io.StringIO()
+    config.write(text)
+    return ("# Written by blackwell.gpu_node.ml_stack: every pip run in this virtualenv honours the stack's pins.\n"
+            + text.getvalue())
 
 
 def _download(settings, profile, host, packages, main_index, pins):

@@ -22,3 +22,8 @@ def test_the_host_installed_from_the_wheels_the_controller_copied(host):
 def test_the_controller_keeps_one_finished_wheelhouse(host):
     folder = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "wheelhouse")
     assert [entry.split("-")[0] for entry in os.listdir(folder)] == ["cu130"]
+
+
+def test_the_host_has_no_apt_python_bindings_and_its_system_packages_were_found(host):
+    assert not host.package("python3-apt").is_installed
+    assert host.file("/home/sglang/ml-env/ml-stack.json").exists

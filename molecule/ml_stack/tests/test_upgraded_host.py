@@ -58,3 +58,13 @@ def test_the_cu128_virtualenv_is_kept_beside_the_new_one(host):
 def test_no_index_answered_the_idempotence_run(host):
     # converge stopped the package indexes; the second converge had to succeed without asking one.
     assert not host.socket("tcp://127.0.0.1:38141").is_listening
+
+
+def test_repairing_a_virtualenv_did_not_hand_a_linked_root_directory_to_its_owner(host):
+    # prepare planted site-packages/planted -> /srv/root-owned in the cu128 virtualenv and had the role repair it.
+    planted = run(host, "sh", "-c", "ls -d /home/sglang/ml-env.cu128-*/lib/python3.11/site-packages/planted").split()
+    assert len(planted) == 1
+    assert host.file(planted[0]).is_symlink
+    # testinfra's File.user follows links; stat without -L shows the link's own owner, which the chown changed.
+    assert run(host, "stat", "-c", "%U:%G", planted[0]).strip() == "sglang:sglang"
+    assert run(host, "stat", "-c", "%U:%G", "/srv/root-owned", "/srv/root-owned/file").split() == ["root:root"] * 2

@@ -1,3 +1,4 @@
+import configparser
 import copy
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack impor
     diagnose,
     error_line,
     manylinux_platforms,
+    missing_system_packages,
     missing_wheels,
     verdict,
 )
@@ -78,7 +80,97 @@ def test_every_pin_is_in_the_constraints_that_the_virtualenvs_pip_conf_names():
     pins = [line for line in plan["constraints"].splitlines() if not line.startswith("#")]
     assert pins == ["torch===2.9.1+cu130", "sgl-kernel===0.3.21", "flashinfer-python===0.6.4",
                     "flashinfer-cubin===0.6.4", "flashinfer-jit-cache===0.6.4+cu130", "sglang===0.5.9"]
-    assert "constraint = %s/ml-stack-constraints.txt\n" % plan["venv_dir"] in plan["pip_conf"]
+    # Read as pip reads it: its own configparser, options from [global] or from [install] for pip install.
+    pip_conf = configparser.RawConfigParser()
+    pip_conf.read_string(plan["pip_conf"])
+    constraints = [pip_conf.get(section, "constraint") for section in ("global", "install")
+                   if pip_conf.has_option(section, "constraint")]
+    assert constraints == [plan["files"]["constraints"]] == ["%s/ml-stack-constraints.txt" % plan["venv_dir"]]
+
+
+def test_pip_conf_names_a_constraints_path_with_ini_syntax_in_it_as_it_is():
+    plan = plan_of(venv_path="/srv/a %(b)s; c # d/ml-env")
+    pip_conf = configparser.RawConfigParser()
+    pip_conf.read_string(plan["pip_conf"])
+    assert pip_conf.get("global", "constraint") == plan["files"]["constraints"]
+    assert plan["files"]["constraints"].startswith("/srv/a %(b)s; c # d/ml-env.cu130-")
+
+
+@pytest.mark.parametrize("settings, profile_change, variable", [
+    ({"venv_path": "/home/sglang/ml-env\n[global]\nconstraint = /dev/null"}, None, "ml_stack_venv_path"),
+    ({"venv_path": "/home/sglang/ml-env\r"}, None, "ml_stack_venv_path"),
+    ({"python": "/usr/bin/python3\u2028"}, None, "ml_stack_python"),
+    ({"wheelhouse_path": "/srv/wheels\x00"}, None, "ml_stack_wheelhouse_path"),
+    ({"index_url": "https://pypi.org/simple\n"}, None, "ml_stack_index_url"),
+    ({"index_mirrors": {"https://pypi.org/simple": "https://mirror/simple\n"}}, None,
+     "ml_stack_index_mirrors['https://pypi.org/simple']"),
+    ({"pip_environment": {"PIP_DEFAULT_TIMEOUT": "60\n"}}, None, "ml_stack_pip_environment.PIP_DEFAULT_TIMEOUT"),
+    ({"system_packages": ["libnuma1\n"]}, None, "ml_stack_system_packages[0]"),
+    ({}, ("torch", "version", "2.9.1+cu130\nsglang===0.0.1"), "stack_profiles.cu130.python.torch.version"),
+    ({}, ("sglang", "source", "https://pypi.org/simple\n"), "stack_profiles.cu130.python.sglang.source"),
+])
+def test_a_control_character_in_a_value_that_reaches_a_file_is_refused_naming_the_variable(
+        settings, profile_change, variable):
+    profile = copy.deepcopy(CU130)
+    if profile_change:
+        key, field, value = profile_change
+        profile["python"][key][field] = value
+    problems = plan_of(profile, **settings)["problems"]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(variable + ": the value holds the control character"), problems
+
+
+def test_a_profile_name_with_a_trailing_newline_is_refused():
+    assert "cannot name a directory" in plan_of(dict(CU130, name="cu130\n"))["problems"][0]
+
+
+# The system packages the stack's wheels link, as dpkg-query reports them (no python3-apt needed to ask).
+
+DPKG_WITHOUT_APT_BINDINGS = "ii  libnuma1\nrc  libfoo1\nun  python3-apt\n"
+
+
+def host_with_dpkg(output):
+    return dict(HOST, dpkg=output)
+
+
+def test_installed_system_packages_need_no_apt_bindings():
+    plan = plan_of(host=host_with_dpkg(DPKG_WITHOUT_APT_BINDINGS), system_packages=["libnuma1", "libnuma1:amd64"])
+    assert plan["problems"] == []
+    assert plan["system_packages_missing"] == []
+
+
+def test_missing_system_packages_are_installed_where_apt_bindings_are():
+    plan = plan_of(host=host_with_dpkg("ii  libnuma1\nii  python3-apt\n"), system_packages=["libnuma1", "libfoo1"])
+    assert plan["problems"] == []
+    assert plan["system_packages_missing"] == ["libfoo1"]
+
+
+def test_missing_system_packages_without_apt_bindings_are_refused_with_the_command_to_run():
+    plan = plan_of(host=host_with_dpkg(DPKG_WITHOUT_APT_BINDINGS),
+                   system_packages=["libnuma1", "libfoo1", "libunknown2"])
+    assert plan["problems"] == [
+        "ml_stack_system_packages: libfoo1 and libunknown2 are not installed on this host, and installing with "
+        "Ansible's apt module needs python3-apt (apt's Python bindings), which this host lacks too. Have an "
+        "administrator run apt-get install libfoo1 libunknown2, or install python3-apt, then run again"]
+
+
+@pytest.mark.parametrize("output, missing", [
+    ("", ["libnuma1"]),
+    ("un  libnuma1\n", ["libnuma1"]),
+    ("rc  libnuma1\n", ["libnuma1"]),
+    ("iU  libnuma1\n", ["libnuma1"]),
+    ("ii  libnuma1\n", []),
+    ("hi  libnuma1\n", []),
+    ("ii  libnuma1-dev\n", ["libnuma1"]),
+])
+def test_only_a_package_dpkg_reports_installed_counts(output, missing):
+    assert missing_system_packages(["libnuma1"], output) == missing
+
+
+@pytest.mark.parametrize("packages", [["libnuma*"], ["--admindir=/tmp"], "libnuma1", [1]])
+def test_system_packages_must_be_debian_package_names(packages):
+    problems = plan_of(system_packages=packages)["problems"]
+    assert problems[0].startswith("ml_stack_system_packages=") and "must list Debian package names" in problems[0]
 
 
 def test_virtualenv_is_named_after_profile_and_digest_beside_the_stable_path():
@@ -333,6 +425,9 @@ def test_exactly_installed_needs_every_pin_its_wheel_and_the_marker():
 
 @pytest.mark.parametrize("changes, expected", [
     ({"versions": {"torch": "2.10.0"}}, "torch is 2.10.0, the profile pins 2.9.1+cu130"),
+    # PyPI's torch 2.9.1 is a CUDA 12.8 build: the same release without the profile's local label is another build.
+    ({"versions": {"torch": "2.9.1"}}, "torch is 2.9.1, the profile pins 2.9.1+cu130"),
+    ({"versions": {"torch": "2.9.1+cu128"}}, "torch is 2.9.1+cu128, the profile pins 2.9.1+cu130"),
     ({"versions": {"flashinfer-cubin": None}}, "flashinfer-cubin is not installed (the profile pins 0.6.4)"),
     ({"direct_urls": {"sgl-kernel": None}},
      "sgl-kernel was installed from an index, not from the profile's wheel " + SGL_KERNEL_CU130_WHEEL),

@@ -1,0 +1,20 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_checks import (
+    cuda_home_problems,
+    repository_key_problems,
+)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "cuda_home_problems": cuda_home_problems,
+            "cuda_repository_key_problems": repository_key_problems,
+        }
