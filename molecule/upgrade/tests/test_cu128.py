@@ -1,0 +1,16 @@
+"""The node serves on cu128: before the upgrade, and again after the rollback."""
+import pytest
+
+from conftest import assert_runs
+
+testinfra_hosts = ["docker://upgrade-node"]
+
+
+def test_the_node_runs_cu128_with_the_cudnn_check_disabled(node):
+    environment = assert_runs(node, "cu128")
+    assert environment["SGLANG_DISABLE_CUDNN_CHECK"] == "1"
+
+
+@pytest.mark.parametrize("name", ["987_cuda-12.conf"])
+def test_cuda_12_linker_files_are_enabled(node, name):
+    assert node.host.file("/etc/ld.so.conf.d/" + name).exists
