@@ -22,9 +22,9 @@ description:
     C(/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf) and C(/etc/profile.d/blackwell-gpu-node-cuda.sh);
     which C(/etc/ld.so.conf.d) files carry the C(.disabled-by-blackwell-gpu-node) suffix; the server's command
     line from the sglang_server state file, secrets masked (read only)."
-  - The runtime environment needs no entry of its own: the runtime_env role renders it into the site-packages of
+  - "The runtime environment needs no entry of its own: the runtime_env role renders it into the site-packages of
     the virtualenv the link points at, so each per-profile virtualenv carries its own, and restoring the link
-    restores it.
+    restores it."
   - O(state=recorded) writes the snapshot to C(<state_dir>/snapshots/<name>.json), root only, never through a
     link; recording an unchanged node again changes nothing.
   - O(state=restored) replaces links atomically, rewrites or removes the files, renames the linker files back and
