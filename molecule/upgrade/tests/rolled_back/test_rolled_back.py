@@ -1,5 +1,9 @@
 """After the failed upgrade: rolled back, and nothing deleted; the new stack is left beside the old one."""
-from conftest import VENV
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from node import VENV, node  # noqa: E402,F401 (node is the fixture)
 
 testinfra_hosts = ["docker://upgrade-node"]
 

@@ -1,5 +1,9 @@
 """After the fixed upgrade (and a third run): the node serves on cu130; one old stack is kept."""
-from conftest import assert_runs
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from node import assert_runs, node  # noqa: E402,F401 (node is the fixture)
 
 testinfra_hosts = ["docker://upgrade-node"]
 

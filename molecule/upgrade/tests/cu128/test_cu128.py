@@ -1,7 +1,11 @@
 """The node serves on cu128: before the upgrade, and again after the rollback."""
+import sys
+from pathlib import Path
+
 import pytest
 
-from conftest import assert_runs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from node import assert_runs, node  # noqa: E402,F401 (node is the fixture)
 
 testinfra_hosts = ["docker://upgrade-node"]
 
