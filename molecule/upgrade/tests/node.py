@@ -1,5 +1,6 @@
 """What decides the stack the node runs, read from inside the node, for the tests of each outcome."""
 import json
+import shlex
 
 import pytest
 
@@ -14,7 +15,7 @@ class Node(object):
         self.host = host
 
     def run(self, *argv):
-        return self.host.check_output(" ".join("'%s'" % word for word in argv))
+        return self.host.check_output(" ".join(shlex.quote(word) for word in argv))
 
     def link_target(self):
         return self.run("readlink", VENV)
@@ -35,7 +36,7 @@ class Node(object):
         return state, [word.decode() for word in cmdline], log
 
     def health(self):
-        return self.run("python3", "-c", "import urllib.request as u; print(u.urlopen('http://127.0.0.1:%d/health').status)"
+        return self.run("python3", "-c", 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:%d/health").status)'
                         % PORT)
 
 
