@@ -2,8 +2,6 @@
 import json
 import shlex
 
-import pytest
-
 VENV = "/opt/ml-env"
 PORT = 38310
 CUDA = {"cu128": "/usr/local/cuda-12.8", "cu130": "/usr/local/cuda-13.0"}
@@ -38,11 +36,6 @@ class Node(object):
     def health(self):
         return self.run("python3", "-c", 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:%d/health").status)'
                         % PORT)
-
-
-@pytest.fixture
-def node(host):
-    return Node(host)
 
 
 def assert_runs(node, profile):

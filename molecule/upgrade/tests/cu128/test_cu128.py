@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from node import assert_runs, node  # noqa: E402,F401 (node is the fixture)
+from node import assert_runs  # noqa: E402 (after its directory is on the path)
 
 testinfra_hosts = ["docker://upgrade-node"]
 

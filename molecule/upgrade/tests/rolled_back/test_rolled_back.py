@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from node import VENV, node  # noqa: E402,F401 (node is the fixture)
+from node import VENV  # noqa: E402 (after its directory is on the path)
 
 testinfra_hosts = ["docker://upgrade-node"]
 
