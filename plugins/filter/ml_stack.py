@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
     build_plan,
     dependencies,
+    prune_plan,
     verdict,
 )
 
@@ -33,10 +34,15 @@ def ml_stack_verdict(plan, observed, gpus_required=True):
         raise AnsibleFilterError("ml_stack_verdict: incomplete input, %s: %s" % (type(exc).__name__, exc))
 
 
+def ml_stack_prune(venv_path, candidates, keep, protected):
+    return prune_plan(venv_path, candidates, keep, protected)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "ml_stack_plan": ml_stack_plan,
             "ml_stack_dependencies": ml_stack_dependencies,
             "ml_stack_verdict": ml_stack_verdict,
+            "ml_stack_prune": ml_stack_prune,
         }

@@ -632,3 +632,32 @@ def verdict(plan, observed, gpus_required=True):
         result["explanation"] = pip_check_explanation(plan["profile"], deliberate)
     result.update(ok=not problems, problems=problems, notes=notes)
     return result
+
+
+def prune_plan(venv_path, candidates, keep, protected):
+    """Which old per-profile virtualenvs beside the stable path to remove, keeping the `keep` newest.
+
+    candidates: [{"path", "mtime"}], directories (as ansible.builtin.find reports them). protected: link targets never
+    removed (the link's target now, and its target before this run until the new stack is proven), relative to the
+    stable path's directory or absolute. keep: how many old virtualenvs to keep besides the protected ones; None
+    keeps every one. Only directories beside the stable path named as build_plan names them
+    (<name>.<profile>-<8 hex digits>) are ever candidates: anything else there is not ours.
+    Returns {"remove": [paths], "kept": [paths], "problems": [...]}, the paths newest first.
+    """
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+        return {"remove": [], "kept": [], "problems": [
+            "ml_stack_keep=%r must be a whole number, 0 or more (old virtualenvs kept besides the current one), or "
+            "null to keep every one" % (keep,)]}
+    venv_path = venv_path.rstrip("/")
+    parent = posixpath.dirname(venv_path)
+    ours = re.compile(re.escape(posixpath.basename(venv_path)) + r"\." + PROFILE_NAME.pattern + r"-[0-9a-f]{8}")
+    spared = set(posixpath.normpath(posixpath.join(parent, target)) for target in protected if target)
+    old = sorted((candidate for candidate in candidates
+                  if posixpath.dirname(posixpath.normpath(candidate["path"])) == parent
+                  and ours.fullmatch(posixpath.basename(posixpath.normpath(candidate["path"])))
+                  and posixpath.normpath(candidate["path"]) not in spared),
+                 key=lambda candidate: (candidate["mtime"], candidate["path"]), reverse=True)
+    paths = [posixpath.normpath(candidate["path"]) for candidate in old]
+    if keep is None:
+        return {"remove": [], "kept": paths, "problems": []}
+    return {"remove": paths[keep:], "kept": paths[:keep], "problems": []}

@@ -6,8 +6,8 @@ from ansible_collections.blackwell.gpu_node.plugins.filter.ml_stack import Filte
 FILTERS = FilterModule().filters()
 
 
-def test_the_three_filters_are_registered():
-    assert sorted(FILTERS) == ["ml_stack_dependencies", "ml_stack_plan", "ml_stack_verdict"]
+def test_the_filters_are_registered():
+    assert sorted(FILTERS) == ["ml_stack_dependencies", "ml_stack_plan", "ml_stack_prune", "ml_stack_verdict"]
 
 
 SETTINGS = {"venv_path": "/srv/ml-env", "python": "/usr/bin/python3", "wheelhouse_path": "/srv/wheels",

@@ -15,6 +15,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack impor
     manylinux_platforms,
     missing_system_packages,
     missing_wheels,
+    prune_plan,
     verdict,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
@@ -533,3 +534,53 @@ def test_sgl_kernel_without_driver_is_diagnosed_by_its_first_failure_not_its_las
     assert verdict(plan_of(), observed)["problems"][0].startswith(
         "import sgl_kernel failed: - ImportError: libcuda.so.1: cannot open shared object file: No such file or "
         "directory. Diagnosis: libcuda.so.1 is the NVIDIA driver's library")
+
+
+# Pruning old per-profile virtualenvs.
+PRUNE_VENV = "/home/sglang/ml-env"
+OLDEST, OLDER, PREVIOUS, CURRENT = ("ml-env.cu126-00000001", "ml-env.cu128-0000000a", "ml-env.cu128-1a2b3c4d",
+                                    "ml-env.cu130-5e6f7a8b")
+
+
+def beside(name):
+    return "/home/sglang/" + name
+
+
+PRUNE_CANDIDATES = [
+    {"path": beside(OLDEST), "mtime": 1.0},
+    {"path": beside(OLDER), "mtime": 2.0},
+    {"path": beside(PREVIOUS), "mtime": 3.0},
+    {"path": beside(CURRENT), "mtime": 4.0},
+    # Not ours: other names beside the stable path, and anything elsewhere, are never touched.
+    {"path": beside("ml-env.backup"), "mtime": 0.5},
+    {"path": beside("ml-env.cu128-1A2B3C4D"), "mtime": 0.5},
+    {"path": beside("ml-env.cu128-1a2b3c4d.old"), "mtime": 0.5},
+    {"path": beside("other-env.cu128-1a2b3c4d"), "mtime": 0.5},
+    {"path": "/srv/ml-env.cu128-1a2b3c4d", "mtime": 0.5},
+    {"path": beside("data"), "mtime": 0.5},
+]
+
+
+def test_pruning_keeps_the_newest_old_virtualenvs_and_never_the_current_one():
+    plan = prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, 1, [CURRENT])
+    assert plan == {"remove": [beside(OLDER), beside(OLDEST)], "kept": [beside(PREVIOUS)], "problems": []}
+
+
+def test_pruning_never_removes_the_previous_target_before_the_new_stack_is_proven():
+    plan = prune_plan(PRUNE_VENV + "/", PRUNE_CANDIDATES, 0, [CURRENT, beside(PREVIOUS) + "/"])
+    assert plan["remove"] == [beside(OLDER), beside(OLDEST)]
+
+
+def test_pruning_with_keep_null_removes_nothing():
+    assert prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, None, [CURRENT])["remove"] == []
+
+
+def test_a_protected_target_elsewhere_protects_nothing_here():
+    plan = prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, 0, ["/opt/" + CURRENT, None])
+    assert plan["remove"] == [beside(CURRENT), beside(PREVIOUS), beside(OLDER), beside(OLDEST)]
+
+
+@pytest.mark.parametrize("keep", [-1, "1", 1.5, True])
+def test_a_keep_that_is_no_count_is_refused_naming_the_variable(keep):
+    plan = prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, keep, [CURRENT])
+    assert plan["remove"] == [] and plan["problems"][0].startswith("ml_stack_keep=")

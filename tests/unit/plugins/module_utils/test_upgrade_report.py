@@ -1,0 +1,33 @@
+"""The upgrade playbook's report."""
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._upgrade_report import NOT_SWITCHED, report
+
+NOTED = {
+    "gpu-1": {"from": "cu128", "to": "cu130", "outcome": "rolled back", "seconds_to_ready": 12.34,
+              "diagnosis": "SGLang refuses torch 2.9.1 with cuDNN < 9.15. Fix: runtime_env_sglang_disable_cudnn_check: true",
+              "restored": ["/home/sglang/ml-env -> ml-env.cu128-1a2b3c4d"]},
+    "gpu-2": {"from": "cu128", "to": "cu130", "outcome": "prepared", "seconds_to_ready": None, "diagnosis": None},
+    "gpu-4": {"from": "cu130", "to": "cu130", "outcome": "unchanged", "seconds_to_ready": None, "diagnosis": None},
+}
+
+
+def test_the_table_names_each_outcome_and_the_diagnosis():
+    found = report(["gpu-1", "gpu-2", "gpu-3", "gpu-4"], NOTED, "cu130")
+    assert [row["outcome"] for row in found["rows"]] == ["rolled back", NOT_SWITCHED, "not reached", "unchanged"]
+    assert found["table"][0].startswith("host  | from -> to")
+    cells = [cell.strip() for cell in found["table"][1].split(" | ")]
+    assert cells == ["gpu-1", "cu128 -> cu130", "upgrade failed, rolled back, ready on the old stack", "12.3 s",
+                     NOTED["gpu-1"]["diagnosis"]]
+    assert [cell.strip() for cell in found["table"][4].split("|")][3:] == ["-", ""]
+    assert found["rows"][0]["restored"] == ["/home/sglang/ml-env -> ml-env.cu128-1a2b3c4d"]
+
+
+def test_only_nodes_on_the_target_pass():
+    found = report(["gpu-1", "gpu-2", "gpu-3", "gpu-4"], NOTED, "cu130")
+    assert [line.split(":")[0] for line in found["problems"]] == ["gpu-1", "gpu-2", "gpu-3"]
+    assert report(["gpu-4"], NOTED, "cu130")["problems"] == []
+
+
+def test_a_failed_rollback_is_loud():
+    noted = {"gpu-1": dict(NOTED["gpu-1"], outcome="ROLLBACK FAILED")}
+    assert "NOT SERVING" in report(["gpu-1"], noted, "cu130")["problems"][0]

@@ -1,0 +1,41 @@
+"""The playbooks' structure where it decides what a live fleet goes through."""
+from pathlib import Path
+
+import yaml
+
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+ROLES = ["blackwell.gpu_node.%s" % name for name in ("preflight", "cuda", "ml_stack", "runtime_env", "sglang_server")]
+
+
+def plays(name):
+    return yaml.safe_load((PLAYBOOKS / name).read_text())
+
+
+def test_site_switches_a_nodes_stack_in_the_same_batch_as_its_server():
+    """With gpu_node_serial, a node's stack must not move before its own turn: one play, serial, every role."""
+    (play,) = plays("site.yml")
+    assert play["serial"] == "{{ gpu_node_serial | default('100%') }}"
+    assert play["max_fail_percentage"] == 0
+    assert [role["role"] for role in play["roles"]] == ROLES
+
+
+def test_provision_honours_gpu_node_serial():
+    (play,) = plays("provision.yml")
+    assert play["serial"] == "{{ gpu_node_serial | default('100%') }}"
+
+
+def test_the_profile_comment_names_a_playbook_that_exists():
+    stack_defaults = (PLAYBOOKS.parent / "roles" / "stack" / "defaults" / "main.yml").read_text()
+    assert "playbooks/upgrade.yml" in stack_defaults
+    assert (PLAYBOOKS / "upgrade.yml").is_file()
+
+
+def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_roll_back():
+    prepare, switch, report = plays("upgrade.yml")
+    assert switch["serial"] == "{{ __gpu_node_upgrade_serial }}"
+    assert report["hosts"] == "localhost"
+    rollback = switch["tasks"][1]["rescue"][1]
+    assert rollback["block"][0]["blackwell.gpu_node.node_snapshot"]["state"] == "restored"
+    rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
+                         if "ansible.builtin.include_role" in task]
+    assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
