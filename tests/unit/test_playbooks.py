@@ -4,7 +4,8 @@ from pathlib import Path
 import yaml
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
-ROLES = ["blackwell.gpu_node.%s" % name for name in ("preflight", "cuda", "ml_stack", "runtime_env", "sglang_server")]
+ROLES = ["blackwell.gpu_node.%s" % name
+         for name in ("preflight", "cuda", "service_user", "ml_stack", "runtime_env", "sglang_server")]
 
 
 def plays(name):
