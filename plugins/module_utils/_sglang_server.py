@@ -141,21 +141,22 @@ def service_account(user, group=None, log_group=None):
     if group is not None and user is None:
         problems.append("group=%s is given without user: name the user the server runs as" % group)
     elif group is not None:
-        try:
-            gid = grp.getgrnam(group).gr_gid
-        except KeyError:
-            problems.append("group=%s does not exist on this host (sglang_server_group in the role): create "
-                            "it, or leave it unset for the user's own group" % group)
-        else:
-            if account is not None:
-                account.update(gid=gid, group=group)
+        gid = _group_id(group, "group", "create it, or leave it unset for the user's own group", problems)
+        if gid is not None and account is not None:
+            account.update(gid=gid, group=group)
     if log_group is not None:
-        try:
-            log_gid = grp.getgrnam(log_group).gr_gid
-        except KeyError:
-            problems.append("log_group=%s does not exist on this host (sglang_server_log_group in the role): "
-                            "create the group, or leave it unset" % log_group)
+        log_gid = _group_id(log_group, "log_group", "create the group, or leave it unset", problems)
     return account, log_gid, problems
+
+
+def _group_id(name, option, fix, problems):
+    """The id of group name, or None with a problem naming the option (and the role's variable)."""
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        problems.append("%s=%s does not exist on this host (sglang_server_%s in the role): %s" % (
+            option, name, option, fix))
+        return None
 
 
 def group_name(gid):

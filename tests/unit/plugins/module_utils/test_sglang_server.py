@@ -667,3 +667,14 @@ def test_foreign_writable_lists_what_others_can_write_without_following_links(tm
     assert problems == ["%s is writable by its group or others (mode 0775)" % (venv / "lib"),
                         "%s is writable by its group or others (mode 0666)" % (venv / "lib" / "planted.pth")]
     assert core.foreign_writable(str(venv), limit=1)[1:] == (problems[:1], False)
+
+
+def test_missing_groups_name_their_option_and_role_variable():
+    assert core.service_account("nobody", "no-such-group-here")[2] == [
+        "group=no-such-group-here does not exist on this host (sglang_server_group in the role): create it, or "
+        "leave it unset for the user's own group"]
+    assert core.service_account(None, None, "no-such-group-here")[2] == [
+        "log_group=no-such-group-here does not exist on this host (sglang_server_log_group in the role): create "
+        "the group, or leave it unset"]
+    account, _log_gid, problems = core.service_account("nobody", "root")
+    assert problems == [] and (account["gid"], account["group"]) == (0, "root")
