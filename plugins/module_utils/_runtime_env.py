@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import family_of
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
 # Both used with fullmatch: match with "$" would accept a trailing newline.
@@ -38,6 +39,10 @@ DEDICATED = {
     "SGLANG_DISABLE_CUDNN_CHECK": "runtime_env_sglang_disable_cudnn_check",
     "FLASHINFER_DISABLE_VERSION_CHECK": "runtime_env_flashinfer_disable_version_check",
 }
+
+
+# runtime_env_nccl_profile's value that asks the host's topology for a profile.
+AUTO_PROFILE = "auto"
 
 
 class RuntimeEnvError(ValueError):
@@ -112,12 +117,58 @@ def _check_channels(nccl, where, problems):
         )
 
 
+def choose_nccl_profile(gpu):
+    """(profile, reason) for runtime_env_nccl_profile=auto, from gpu_facts' ansible_facts.gpu.
+
+    pcie_blackwell was tuned on 8 Blackwell GPUs that talk over PCIe only; where GPUs have NVLink
+    or an NVSwitch fabric, or there is no peer to talk to, NCCL's own tuning knows better.
+    """
+    gpu = gpu or {}
+    if gpu.get("state") != "ok" or not gpu.get("gpus"):
+        return "none", (
+            "no GPU visible (gpu_facts state: %s): NCCL's defaults; once the driver is up, the next run "
+            "chooses again, or name a profile in runtime_env_nccl_profile" % gpu.get("state", "not gathered"))
+    count = len(gpu["gpus"])
+    if gpu.get("nvswitch"):
+        return "none", "%d GPUs on an NVSwitch fabric: NCCL's defaults (NVLS, tree) suit it" % count
+    if gpu.get("interconnect") == "nvlink":
+        return "none", "%d GPUs with NVLink between them (%s): NCCL's defaults suit it" % (
+            count, ", ".join("GPU%d-GPU%d NV%d" % tuple(pair) for pair in gpu.get("nvlink_pairs", [])))
+    if count == 1:
+        return "none", "one GPU: no peer for NCCL to tune for"
+    if gpu.get("interconnect") != "pcie":
+        return "none", "%d GPUs whose links nvidia-smi topo -m did not show: NCCL's defaults" % count
+    families = sorted(set(str(family_of(item.get("compute_capability"))) for item in gpu["gpus"]))
+    if families != ["blackwell"]:
+        return "none", (
+            "%d GPUs on PCIe only, of family %s: pcie_blackwell was tuned for Blackwell, NCCL's defaults"
+            % (count, "/".join(families)))
+    return "pcie_blackwell", "%d Blackwell GPUs on PCIe only, no NVLink: the profile tuned for that" % count
+
+
+def _chosen_profile(profile, profiles, gpu, problems):
+    """The profile's name and why it was chosen."""
+    if isinstance(profiles, dict) and AUTO_PROFILE in profiles:
+        problems.append("runtime_env_nccl_profiles.%s: the name is reserved for choosing by the host's GPUs; "
+                        "rename that profile" % AUTO_PROFILE)
+    if profile != AUTO_PROFILE:
+        return profile, "named by runtime_env_nccl_profile"
+    chosen, reason = choose_nccl_profile(gpu)
+    if not isinstance(profiles, dict) or chosen not in profiles:
+        problems.append("runtime_env_nccl_profile=auto chose %r (%s), which runtime_env_nccl_profiles lacks; "
+                        "keep the shipped profiles when adding your own" % (chosen, reason))
+        return None, reason
+    return chosen, reason
+
+
 def _nccl_environment(profile, profiles, overrides, problems):
+    if profile is None:
+        return {}
     if not isinstance(profiles, dict) or profile not in profiles:
         known = ", ".join(sorted(str(name) for name in profiles)) if isinstance(profiles, dict) else "none"
         problems.append(
-            "runtime_env_nccl_profile: %r is not a known NCCL profile; known: %s "
-            "(add one to runtime_env_nccl_profiles)" % (profile, known)
+            "runtime_env_nccl_profile: %r is not a known NCCL profile; known: %s, or %s to choose by the host's "
+            "GPUs (add one to runtime_env_nccl_profiles)" % (profile, known, AUTO_PROFILE)
         )
         return {}
     layers = (
@@ -203,8 +254,12 @@ def build_environment(
     extra_env=None,
     force=None,
     venv_path=None,
+    gpu=None,
 ):
-    """Return ``{"environment": {name: value}, "force": [names]}`` or raise RuntimeEnvError.
+    """Return ``{"environment": {name: value}, "force": [names], "nccl_profile": {"name", "reason"}}``
+    or raise RuntimeEnvError.
+
+    ``gpu`` is gpu_facts' ``ansible_facts.gpu``, which ``nccl_profile`` ``auto`` chooses from.
 
     ``venv_path`` is not part of the environment; when given it is checked here because the role
     writes it into a comment of the rendered module.
@@ -219,7 +274,8 @@ def build_environment(
         "CUDA_HOME": _absolute_path(cuda_home, "runtime_env_cuda_home", problems),
         "TRITON_PTXAS_PATH": _absolute_path(triton_ptxas_path, "runtime_env_triton_ptxas_path", problems),
     }
-    environment.update(_nccl_environment(nccl_profile, nccl_profiles, nccl_overrides, problems))
+    profile, reason = _chosen_profile(nccl_profile, nccl_profiles, gpu, problems)
+    environment.update(_nccl_environment(profile, nccl_profiles, nccl_overrides, problems))
     if sglang_disable_cudnn_check:
         environment["SGLANG_DISABLE_CUDNN_CHECK"] = "1"
     if flashinfer_disable_version_check:
@@ -232,4 +288,5 @@ def build_environment(
     return {
         "environment": dict(sorted(environment.items())),
         "force": forced,
+        "nccl_profile": {"name": profile, "reason": reason},
     }

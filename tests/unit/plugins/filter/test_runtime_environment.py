@@ -23,6 +23,7 @@ def test_returns_environment_and_force():
             "TRITON_PTXAS_PATH": "/usr/local/cuda-13.0/bin/ptxas",
         },
         "force": ["CUDA_HOME"],
+        "nccl_profile": {"name": "none", "reason": "named by runtime_env_nccl_profile"},
     }
 
 
@@ -32,8 +33,8 @@ def test_every_problem_becomes_one_filter_error():
     assert str(raised.value).splitlines() == [
         "Invalid runtime_env settings:",
         "runtime_env_cuda_home: 'cuda' must be an absolute path",
-        "runtime_env_nccl_profile: 'gone' is not a known NCCL profile; known: none "
-        "(add one to runtime_env_nccl_profiles)",
+        "runtime_env_nccl_profile: 'gone' is not a known NCCL profile; known: none, "
+        "or auto to choose by the host's GPUs (add one to runtime_env_nccl_profiles)",
     ]
 
 

@@ -158,8 +158,8 @@ def test_profile_values_are_checked_and_named_by_profile():
 
 def test_unknown_profile_lists_the_known_ones():
     assert problems(nccl_profile="nvlink") == [
-        "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: none, pcie_blackwell "
-        "(add one to runtime_env_nccl_profiles)"
+        "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: none, pcie_blackwell, "
+        "or auto to choose by the host's GPUs (add one to runtime_env_nccl_profiles)"
     ]
 
 
@@ -274,8 +274,8 @@ def test_force_must_be_a_list_of_names(force):
 
 def test_profile_names_of_any_type_are_listed_not_a_crash():
     assert problems(nccl_profile="nvlink", nccl_profiles={1: {}, "none": {}}) == [
-        "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: 1, none "
-        "(add one to runtime_env_nccl_profiles)"]
+        "runtime_env_nccl_profile: 'nvlink' is not a known NCCL profile; known: 1, none, "
+        "or auto to choose by the host's GPUs (add one to runtime_env_nccl_profiles)"]
 
 
 def test_the_virtualenv_path_is_optional_for_the_filter_on_its_own():
