@@ -1,0 +1,239 @@
+"""NCCL profiles side by side on the GPUs of this host: all-reduce bandwidth from 8 KiB to 1 GiB.
+
+Runs on a GPU host with torch (the lent H200 machines: tests/device/record_nccl_profiles.sh):
+
+    python3 bench/nccl_profiles.py --torch-venv /opt/torch/.venv --out OUT [--profiles auto,none,pcie_blackwell]
+
+For each profile, the runtime_env role renders the profile into a virtualenv of its own that sees the
+host's torch (a .pth line naming the torch virtualenv's site-packages), exactly as on a node. One process
+per GPU then starts from that virtualenv with an empty environment (`env -i`), so every NCCL variable it has
+comes from the rendered hook; NCCL's INFO log ("NCCL_X set by environment to Y") proves NCCL took them.
+Each rank runs torch.distributed all-reduce over every GPU of the host; rank 0 reports the algorithm
+bandwidth (bytes / time) and the bus bandwidth (algbw * 2(n-1)/n, what the links carried, as nccl-tests
+reports it). `auto` shows what the role chose on this host and why. NVLink multicast stays off
+(NCCL_NVLS_ENABLE=0), as the device machines require.
+
+Writes OUT/nccl_profiles.txt (the table and what NCCL said) and OUT/nccl_profiles.json (every figure, the
+host's gpu_facts and the auto choice, which tests/unit replays).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
+SIZES = [8 * KIB * 4 ** power for power in range(9)] + [GIB]  # 8 KiB, 32 KiB ... 512 MiB, 1 GiB
+# SGLang's decode all-reduce: one hidden state per running request in bf16, e.g. 7168 x 2 bytes x 32 requests
+# = 448 KiB at TP 8 for a DeepSeek-sized model; 128 KiB to 2 MiB covers the common batch sizes.
+DECODE_SIZES = (128 * KIB, 512 * KIB, 2 * MIB)
+ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+)")
+WORKER_TIMEOUT = 900
+
+
+def human(size):
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if size >= scale:
+            return "%d %s" % (size // scale, unit)
+    return "%d B" % size
+
+
+def worker(sizes):
+    """One rank: all-reduce each size, rank 0 prints one JSON line per size."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    if rank == 0:
+        seen = dict((name, value) for name, value in os.environ.items() if name.startswith("NCCL_"))
+        print(json.dumps({"environment": seen, "torch": torch.__version__, "nccl": ".".join(
+            str(part) for part in torch.cuda.nccl.version())}), flush=True)
+    for size in sizes:
+        tensor = torch.ones(size // 4, dtype=torch.float32, device="cuda")
+        for _ in range(5):
+            dist.all_reduce(tensor)
+        iterations = max(5, min(200, (4 * GIB) // size))
+        torch.cuda.synchronize()
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iterations):
+            dist.all_reduce(tensor)
+        torch.cuda.synchronize()
+        seconds = (time.perf_counter() - start) / iterations
+        if rank == 0:
+            algbw = size / seconds / 1e9
+            print(json.dumps({"size": size, "us": seconds * 1e6, "algbw": algbw,
+                              "busbw": algbw * 2 * (world - 1) / world}), flush=True)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ansible_playbook(playbook, extra_vars, workdir):
+    """Runs a playbook on this host with a local connection; returns the json callback's report."""
+    environ = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    path = workdir / "play.yml"
+    path.write_text(playbook)
+    (workdir / "vars.json").write_text(json.dumps(dict(extra_vars, ansible_python_interpreter=sys.executable)))
+    completed = subprocess.run(
+        [sys.executable, shutil.which("ansible-playbook"), "-c", "local", "-i", "localhost,", "-e",
+         "@%s" % (workdir / "vars.json"), str(path)],
+        capture_output=True, text=True, env=environ, timeout=600)
+    if completed.returncode != 0:
+        sys.exit("ansible-playbook failed:\n%s\n%s" % (completed.stdout[-6000:], completed.stderr[-3000:]))
+    return json.loads(completed.stdout)
+
+
+def render(profiles, torch_venv, cuda_home, workdir):
+    """A virtualenv per profile that sees torch, rendered by the runtime_env role; gpu_facts and auto's choice."""
+    purelib = subprocess.run([str(torch_venv / "bin" / "python"), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    venvs = {}
+    for profile in profiles:
+        venv = workdir / ("venv-" + profile)
+        subprocess.run([str(torch_venv / "bin" / "python"), "-m", "venv", "--without-pip", str(venv)], check=True)
+        own = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        Path(own, "host-torch.pth").write_text(purelib + "\n")
+        venvs[profile] = venv
+    report = ansible_playbook("""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Look at the GPUs
+      blackwell.gpu_node.gpu_facts:
+    - name: Render each profile
+      ansible.builtin.include_role:
+        name: blackwell.gpu_node.runtime_env
+      vars:
+        runtime_env_venv_path: "{{ __bench.value }}"
+        runtime_env_nccl_profile: "{{ __bench.key }}"
+        runtime_env_cuda_home: "{{ bench_cuda_home }}"
+        runtime_env_nccl_overrides: {NCCL_NVLS_ENABLE: 0}
+      loop: "{{ bench_venvs | dict2items }}"
+      loop_control:
+        loop_var: __bench
+""", {"bench_cuda_home": cuda_home, "bench_venvs": dict((name, str(path)) for name, path in venvs.items())}, workdir)
+    tasks = report["plays"][0]["tasks"]
+    gpu = tasks[0]["hosts"]["localhost"]["ansible_facts"]["gpu"]
+    said = [task["hosts"]["localhost"].get("msg") for task in tasks
+            if task["task"]["name"].endswith("Say which NCCL profile the host's GPUs chose")]
+    return venvs, gpu, [line for line in said if line]
+
+
+def run_profile(venv, gpus, sizes):
+    """Every rank from the profile's virtualenv with an empty environment; rank 0's figures and NCCL's log."""
+    port = free_port()
+    ranks = []
+    logs = []
+    for rank in range(gpus):
+        log = tempfile.TemporaryFile(mode="w+")
+        environ = ["PATH=/usr/bin:/bin", "NCCL_DEBUG=INFO", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=%d" % port,
+                   "RANK=%d" % rank, "WORLD_SIZE=%d" % gpus, "LOCAL_RANK=%d" % rank]
+        ranks.append(subprocess.Popen(
+            ["env", "-i"] + environ + [str(venv / "bin" / "python"), str(Path(__file__).resolve()), "--worker",
+                                       ",".join(str(size) for size in sizes)],
+            stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, stderr=log, text=True,
+            start_new_session=True))
+        logs.append(log)
+    try:
+        output, _ = ranks[0].communicate(timeout=WORKER_TIMEOUT)
+        for process in ranks[1:]:
+            process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        for process in ranks:
+            os.killpg(process.pid, 9)
+        sys.exit("all-reduce did not finish within %d s" % WORKER_TIMEOUT)
+    logs[0].seek(0)
+    nccl_log = logs[0].read()
+    failed = [rank for rank, process in enumerate(ranks) if process.returncode != 0]
+    if failed:
+        sys.exit("ranks %s failed:\n%s" % (failed, nccl_log[-6000:]))
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return lines[0], lines[1:], nccl_log
+
+
+def table(results, profiles, gpus):
+    header = "%-9s" % "size" + "".join("| %-24s" % ("%s algbw/busbw GB/s" % name) for name in profiles)
+    if "none" in profiles and "pcie_blackwell" in profiles:
+        header += "| pcie_blackwell / none"
+    rows = [header, "-" * len(header)]
+    for index, size in enumerate(results[profiles[0]]["figures"]):
+        size = size["size"]
+        row = "%-9s" % human(size)
+        for name in profiles:
+            figure = results[name]["figures"][index]
+            row += "| %10.2f / %-11.2f" % (figure["algbw"], figure["busbw"])
+        if "none" in profiles and "pcie_blackwell" in profiles:
+            base = results["none"]["figures"][index]["algbw"]
+            row += "| %.2fx (algbw)" % (results["pcie_blackwell"]["figures"][index]["algbw"] / base)
+        if size in DECODE_SIZES:
+            row += "  <- decode all-reduce size"
+        rows.append(row)
+    if gpus == 1:
+        rows.append("One GPU: NCCL has no peer, the all-reduce is a local copy and bus bandwidth is 0 by definition; "
+                    "these rows show NCCL's per-call overhead, not the links.")
+    return "\n".join(rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--torch-venv", type=Path, default=Path("/opt/torch/.venv"))
+    parser.add_argument("--cuda-home", default="/usr/local/cuda")
+    parser.add_argument("--profiles", default="auto,none,pcie_blackwell")
+    args = parser.parse_args()
+    if args.worker:
+        return worker([int(size) for size in args.worker.split(",")])
+    if args.out is None:
+        parser.error("--out is required")
+    args.out.mkdir(parents=True, exist_ok=True)
+    profiles = args.profiles.split(",")
+    workdir = Path(tempfile.mkdtemp(prefix="nccl-bench-"))
+    venvs, gpu, said = render(profiles, args.torch_venv, args.cuda_home, workdir)
+    gpus = gpu["count"]
+    results = {}
+    for name in profiles:
+        seen, figures, nccl_log = run_profile(venvs[name], gpus, SIZES)
+        taken = dict(ENV_TAKEN.findall(nccl_log))
+        results[name] = {"environment": seen["environment"], "nccl_took": taken, "figures": figures,
+                         "torch": seen["torch"], "nccl": seen["nccl"],
+                         "nccl_info": [line for line in nccl_log.splitlines() if "NCCL INFO" in line][:60]}
+    machine = "%d x %s, driver %s, CUDA driver %s, interconnect %s" % (
+        gpus, gpu["gpus"][0]["name"] if gpu["gpus"] else "?", gpu["driver_version"], gpu["cuda_driver_version"],
+        gpu["interconnect"])
+    report = {"machine": machine, "gpu_facts": gpu, "auto_said": said, "sizes": SIZES, "profiles": results}
+    (args.out / "nccl_profiles.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    lines = ["machine: " + machine, "torch %s, NCCL %s" % (results[profiles[0]]["torch"], results[profiles[0]]["nccl"])]
+    lines += said
+    for name in profiles:
+        environment = results[name]["environment"]
+        lines.append("%s: rendered %s; NCCL logged as taken from the environment: %s" % (
+            name, " ".join("%s=%s" % item for item in sorted(environment.items())) or "(nothing)",
+            " ".join("%s=%s" % item for item in sorted(results[name]["nccl_took"].items())) or "(nothing)"))
+    lines.append("")
+    lines.append(table(results, profiles, gpus))
+    text = "\n".join(lines) + "\n"
+    (args.out / "nccl_profiles.txt").write_text(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
