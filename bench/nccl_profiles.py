@@ -36,6 +36,8 @@ SIZES = [8 * KIB * 4 ** power for power in range(9)] + [GIB]  # 8 KiB, 32 KiB ..
 DECODE_SIZES = (128 * KIB, 512 * KIB, 2 * MIB)
 ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+)")
 WORKER_TIMEOUT = 900
+# The role's debug line, as ansible-core's default callback prints it.
+AUTO_SAID = re.compile(r'"msg": "(runtime_env_nccl_profile=auto: .*)"')
 
 
 def human(size):
@@ -83,8 +85,9 @@ def free_port():
 
 
 def ansible_playbook(playbook, extra_vars, workdir):
-    """Runs a playbook on this host with a local connection; returns the json callback's report."""
-    environ = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    """Runs a playbook on this host with a local connection; returns what it printed (ansible-core alone has no
+    json callback)."""
+    environ = dict(os.environ, ANSIBLE_NOCOLOR="1")
     path = workdir / "play.yml"
     path.write_text(playbook)
     (workdir / "vars.json").write_text(json.dumps(dict(extra_vars, ansible_python_interpreter=sys.executable)))
@@ -94,7 +97,7 @@ def ansible_playbook(playbook, extra_vars, workdir):
         capture_output=True, text=True, env=environ, timeout=600)
     if completed.returncode != 0:
         sys.exit("ansible-playbook failed:\n%s\n%s" % (completed.stdout[-6000:], completed.stderr[-3000:]))
-    return json.loads(completed.stdout)
+    return completed.stdout
 
 
 def render(profiles, torch_venv, cuda_home, workdir):
@@ -111,12 +114,17 @@ def render(profiles, torch_venv, cuda_home, workdir):
                              capture_output=True, text=True, check=True).stdout.strip()
         Path(own, "host-torch.pth").write_text(purelib + "\n")
         venvs[profile] = venv
-    report = ansible_playbook("""
+    printed = ansible_playbook("""
 - hosts: localhost
   gather_facts: false
   tasks:
     - name: Look at the GPUs
       blackwell.gpu_node.gpu_facts:
+    - name: Keep what gpu_facts saw
+      ansible.builtin.copy:
+        content: "{{ ansible_facts.gpu | to_json }}"
+        dest: "{{ bench_gpu_file }}"
+        mode: "0644"
     - name: Render each profile
       ansible.builtin.include_role:
         name: blackwell.gpu_node.runtime_env
@@ -128,12 +136,10 @@ def render(profiles, torch_venv, cuda_home, workdir):
       loop: "{{ bench_venvs | dict2items }}"
       loop_control:
         loop_var: __bench
-""", {"bench_cuda_home": cuda_home, "bench_venvs": dict((name, str(path)) for name, path in venvs.items())}, workdir)
-    tasks = report["plays"][0]["tasks"]
-    gpu = tasks[0]["hosts"]["localhost"]["ansible_facts"]["gpu"]
-    said = [task["hosts"]["localhost"].get("msg") for task in tasks
-            if task["task"]["name"].endswith("Say which NCCL profile the host's GPUs chose")]
-    return venvs, gpu, [line for line in said if line]
+""", {"bench_cuda_home": cuda_home, "bench_gpu_file": str(workdir / "gpu.json"),
+          "bench_venvs": dict((name, str(path)) for name, path in venvs.items())}, workdir)
+    gpu = json.loads((workdir / "gpu.json").read_text())
+    return venvs, gpu, AUTO_SAID.findall(printed)
 
 
 def run_profile(venv, gpus, sizes):
