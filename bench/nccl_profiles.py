@@ -37,6 +37,8 @@ DECODE_SIZES = (128 * KIB, 512 * KIB, 2 * MIB)
 ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+)")
 WORKER_TIMEOUT = 900
 # The role's debug line, as ansible-core's default callback prints it.
+# NCCL logs to standard output too: rank 0's own lines carry this mark.
+MARK = "nccl-bench: "
 AUTO_SAID = re.compile(r'"msg": "(runtime_env_nccl_profile=auto: .*)"')
 
 
@@ -57,7 +59,7 @@ def worker(sizes):
     dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
     if rank == 0:
         seen = dict((name, value) for name, value in os.environ.items() if name.startswith("NCCL_"))
-        print(json.dumps({"environment": seen, "torch": torch.__version__, "nccl": ".".join(
+        print(MARK + json.dumps({"environment": seen, "torch": torch.__version__, "nccl": ".".join(
             str(part) for part in torch.cuda.nccl.version())}), flush=True)
     for size in sizes:
         tensor = torch.ones(size // 4, dtype=torch.float32, device="cuda")
@@ -73,7 +75,7 @@ def worker(sizes):
         seconds = (time.perf_counter() - start) / iterations
         if rank == 0:
             algbw = size / seconds / 1e9
-            print(json.dumps({"size": size, "us": seconds * 1e6, "algbw": algbw,
+            print(MARK + json.dumps({"size": size, "us": seconds * 1e6, "algbw": algbw,
                               "busbw": algbw * 2 * (world - 1) / world}), flush=True)
     dist.destroy_process_group()
 
@@ -166,11 +168,13 @@ def run_profile(venv, gpus, sizes):
             os.killpg(process.pid, 9)
         sys.exit("all-reduce did not finish within %d s" % WORKER_TIMEOUT)
     logs[0].seek(0)
-    nccl_log = logs[0].read()
+    nccl_log = output + logs[0].read()
     failed = [rank for rank, process in enumerate(ranks) if process.returncode != 0]
     if failed:
         sys.exit("ranks %s failed:\n%s" % (failed, nccl_log[-6000:]))
-    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    lines = [json.loads(line[len(MARK):]) for line in output.splitlines() if line.startswith(MARK)]
+    if not lines or "environment" not in lines[0]:
+        sys.exit("rank 0 reported nothing:\n%s" % nccl_log[-6000:])
     return lines[0], lines[1:], nccl_log
 
 
