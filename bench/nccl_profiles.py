@@ -37,7 +37,7 @@ DECODE_SIZES = (128 * KIB, 512 * KIB, 2 * MIB)
 ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+)")
 WORKER_TIMEOUT = 900
 # The role's debug line, as ansible-core's default callback prints it.
-# NCCL logs to standard output too: rank 0's own lines carry this mark.
+# Rank 0's own lines carry this mark.
 MARK = "nccl-bench: "
 AUTO_SAID = re.compile(r'"msg": "(runtime_env_nccl_profile=auto: .*)"')
 
@@ -147,12 +147,15 @@ def render(profiles, torch_venv, cuda_home, workdir):
 def run_profile(venv, gpus, sizes):
     """Every rank from the profile's virtualenv with an empty environment; rank 0's figures and NCCL's log."""
     port = free_port()
+    # NCCL writes its log to standard output unless told otherwise, in the middle of rank 0's lines.
+    nccl_file = venv / "nccl-rank0.log"
     ranks = []
     logs = []
     for rank in range(gpus):
         log = tempfile.TemporaryFile(mode="w+")
         environ = ["PATH=/usr/bin:/bin", "NCCL_DEBUG=INFO", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=%d" % port,
-                   "RANK=%d" % rank, "WORLD_SIZE=%d" % gpus, "LOCAL_RANK=%d" % rank]
+                   "RANK=%d" % rank, "WORLD_SIZE=%d" % gpus, "LOCAL_RANK=%d" % rank,
+                   "NCCL_DEBUG_FILE=%s" % (nccl_file if rank == 0 else os.devnull)]
         ranks.append(subprocess.Popen(
             ["env", "-i"] + environ + [str(venv / "bin" / "python"), str(Path(__file__).resolve()), "--worker",
                                        ",".join(str(size) for size in sizes)],
@@ -168,7 +171,7 @@ def run_profile(venv, gpus, sizes):
             os.killpg(process.pid, 9)
         sys.exit("all-reduce did not finish within %d s" % WORKER_TIMEOUT)
     logs[0].seek(0)
-    nccl_log = output + logs[0].read()
+    nccl_log = logs[0].read() + (nccl_file.read_text(errors="replace") if nccl_file.exists() else "")
     failed = [rank for rank, process in enumerate(ranks) if process.returncode != 0]
     if failed:
         sys.exit("ranks %s failed:\n%s" % (failed, nccl_log[-6000:]))
