@@ -34,7 +34,9 @@ SIZES = [8 * KIB * 4 ** power for power in range(9)] + [GIB]  # 8 KiB, 32 KiB ..
 # SGLang's decode all-reduce: one hidden state per running request in bf16, e.g. 7168 x 2 bytes x 32 requests
 # = 448 KiB at TP 8 for a DeepSeek-sized model; 128 KiB to 2 MiB covers the common batch sizes.
 DECODE_SIZES = (128 * KIB, 512 * KIB, 2 * MIB)
-ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+)")
+ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?$", re.M)
+# Set by this script for every profile, not by the rendered hook.
+BENCH_VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_FILE")
 WORKER_TIMEOUT = 900
 # The role's debug line, as ansible-core's default callback prints it.
 # Rank 0's own lines carry this mark.
@@ -58,7 +60,8 @@ def worker(sizes):
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
     if rank == 0:
-        seen = dict((name, value) for name, value in os.environ.items() if name.startswith("NCCL_"))
+        seen = dict((name, value) for name, value in os.environ.items()
+                    if name.startswith("NCCL_") and name not in BENCH_VARIABLES)
         print(MARK + json.dumps({"environment": seen, "torch": torch.__version__, "nccl": ".".join(
             str(part) for part in torch.cuda.nccl.version())}), flush=True)
     for size in sizes:
@@ -227,7 +230,7 @@ def main():
         taken = dict(ENV_TAKEN.findall(nccl_log))
         results[name] = {"environment": seen["environment"], "nccl_took": taken, "figures": figures,
                          "torch": seen["torch"], "nccl": seen["nccl"],
-                         "nccl_info": [line for line in nccl_log.splitlines() if "NCCL INFO" in line][:60]}
+                         "nccl_info": [line for line in nccl_log.splitlines() if "NCCL INFO" in line][:200]}
     machine = "%d x %s, driver %s, CUDA driver %s, interconnect %s" % (
         gpus, gpu["gpus"][0]["name"] if gpu["gpus"] else "?", gpu["driver_version"], gpu["cuda_driver_version"],
         gpu["interconnect"])
@@ -237,9 +240,11 @@ def main():
     lines += said
     for name in profiles:
         environment = results[name]["environment"]
-        lines.append("%s: rendered %s; NCCL logged as taken from the environment: %s" % (
+        taken = results[name]["nccl_took"]
+        lines.append("%s: the hook set %s; NCCL logged as set by environment: %s; not mentioned in NCCL's log: %s" % (
             name, " ".join("%s=%s" % item for item in sorted(environment.items())) or "(nothing)",
-            " ".join("%s=%s" % item for item in sorted(results[name]["nccl_took"].items())) or "(nothing)"))
+            " ".join("%s=%s" % item for item in sorted(taken.items())) or "(nothing)",
+            " ".join(sorted(set(environment) - set(taken))) or "(none)"))
     lines.append("")
     lines.append(table(results, profiles, gpus))
     text = "\n".join(lines) + "\n"

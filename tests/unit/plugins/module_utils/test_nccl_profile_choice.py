@@ -111,3 +111,11 @@ def test_a_profile_named_auto_is_refused():
         build(nccl_profile="none", nccl_profiles=dict(PROFILES, auto={}))
     assert raised.value.problems == [
         "runtime_env_nccl_profiles.auto: the name is reserved for choosing by the host's GPUs; rename that profile"]
+
+
+@pytest.mark.parametrize("recording", ["h200/nccl_profiles_1gpu.json"])
+def test_the_choice_recorded_on_a_lent_gpu_host_replays(recording):
+    """bench/nccl_profiles.py kept what gpu_facts saw there and what the role printed."""
+    report = json.loads((DATA / recording).read_text())
+    name, reason = choose_nccl_profile(report["gpu_facts"])
+    assert report["auto_said"] == ["runtime_env_nccl_profile=auto: %s (%s)" % (name, reason)]
