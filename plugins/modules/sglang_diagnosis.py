@@ -329,8 +329,9 @@ def main():
 
     report["launch"] = dict(launch, back=params["launch"], end=end)
     current = (recorded is not None and report["state"]["running"] and params["launch"] == 0)
-    mask_values = secret_values(recorded["argv"], SECRET_FLAGS + tuple(recorded.get("secret_flags", ()))) if recorded else []
+    # The recorded launch's secret flags mask its values, and SGLang's server_args line, in everything shown.
     secret_flags = SECRET_FLAGS + tuple((recorded or {}).get("secret_flags", ()))
+    mask_values = secret_values(recorded["argv"], secret_flags) if recorded else []
 
     def mask(text):
         return masked_text(text, mask_values, secret_flags)
