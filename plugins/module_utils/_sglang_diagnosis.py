@@ -50,7 +50,7 @@ def launch_window(launches, back):
 
 
 def _lines(data):
-    return [line for line in LINE_BREAK.split(data.decode("utf-8", "replace"))]
+    return LINE_BREAK.split(data.decode("utf-8", "replace"))
 
 
 def read_launch_log(path, start, end=None, head_bytes=HEAD_BYTES, tail_bytes=TAIL_BYTES):
@@ -123,8 +123,8 @@ def verdict(report):
     if not report.get("launch"):
         return "no launch recorded: %s" % report.get("problem", "nothing to diagnose")
     if state.get("running"):
-        head = "running (pid %s%s)" % (state.get("pid"), ", %d restarts by systemd" % state["restarts"]
-                                      if state.get("restarts") else "")
+        restarts = ", %d restarts by systemd" % state["restarts"] if state.get("restarts") else ""
+        head = "running (pid %s%s)" % (state.get("pid"), restarts)
     else:
         head = "not running"
     log = report.get("log") or {}

@@ -53,8 +53,8 @@ def test_oom_kills_name_the_process(name, pid, process, scope, rss):
 
 def test_a_reaped_process_is_not_a_second_kill_and_a_comm_may_hold_parentheses():
     found = core.kernel_events(lines("oom-system-syslog-docker.txt"))
-    assert [(event["pid"], event["name"]) for event in found["oom_kills"]] == [(15784, "python3"),
-                                                                              (15925, "(resolved)")]
+    killed = [(event["pid"], event["name"]) for event in found["oom_kills"]]
+    assert killed == [(15784, "python3"), (15925, "(resolved)")]
 
 
 def test_since_the_launch_keeps_only_dated_lines_at_or_after_it():

@@ -103,8 +103,8 @@ def test_the_verdict_names_the_oom_kill_when_the_log_has_no_traceback():
 
 
 def test_the_verdict_names_an_xid_with_its_meaning_and_what_to_do():
-    line = core.verdict(report(launch=dict(launch(0), back=2), kernel={"readable": True, "oom_kills": [],
-                                                                         "xids": [XID]}))
+    kernel = {"readable": True, "oom_kills": [], "xids": [XID]}
+    line = core.verdict(report(launch=dict(launch(0), back=2), kernel=kernel))
     assert line == ("not running; GPU 0000:2b:00 reported Xid 79 since the launch 2 before the latest: GPU has "
                     "fallen off the bus. Reboot")
 
