@@ -45,6 +45,7 @@ def test_an_xid_outside_the_catalogue_is_still_reported_without_a_meaning():
     ("oom-memory-cgroup-dmesg.txt", 140339, "python3", "memory cgroup", 15596),
     ("oom-old-kernel-syslog.txt", 18177, "palo_be", "system", 45563572),
     ("oom-dmesg-ctime-grouped-digits.txt", 7899, "python", "system", 15370088),
+    ("oom-memory-cgroup-kmsg-dev-machine.txt", 21928, "python3", "memory cgroup", 130176),
 ])
 def test_oom_kills_name_the_process(name, pid, process, scope, rss):
     first = core.kernel_events(lines(name))["oom_kills"][0]
@@ -65,9 +66,10 @@ def test_since_the_launch_keeps_only_dated_lines_at_or_after_it():
 
 
 def test_kmsg_records_are_dated_by_their_microseconds():
-    record = "6,2011,18026221140,-;Memory cgroup out of memory: Killed process 140339 (python3) anon-rss:15596kB"
-    (event,) = core.kernel_events([record], since=18026.2)["oom_kills"]
-    assert event["time"] == pytest.approx(18026.22114) and event["line"].startswith("Memory cgroup")
+    records = lines("oom-memory-cgroup-kmsg-dev-machine.txt")
+    (event,) = core.kernel_events(records, since=12867.2)["oom_kills"]
+    assert event["time"] == pytest.approx(12867.298791) and event["line"].startswith("Memory cgroup")
+    assert core.kernel_events(records, since=12867.3)["oom_kills"] == []
 
 
 def test_the_server_is_recognised_by_pid_name_or_sglang_title():
