@@ -27,7 +27,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log imp
 
 DEATH_WITHOUT_TRACEBACK = (
     "process {pid} exited before the server was ready, and the log shows no traceback: it was killed by a "
-    "signal (SIGKILL from the kernel's OOM killer says nothing in the log: check `dmesg` or `journalctl -k`) "
+    "signal (SIGKILL from the kernel's OOM killer says nothing in the log: the playbook "
+    "blackwell.gpu_node.diagnose reads the kernel's log for it, or check `dmesg`) "
     "or exited on its own"
 )
 

@@ -48,6 +48,11 @@ BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 SYSTEMD_RUNTIME_DIR = "/run/systemd/system"
 # The server's files are not readable by others (the log, caches it writes under HOME).
 SERVER_UMASK = 0o027
+# How many launches <name>.launches.json keeps, newest first: enough to look at a crash a few restarts back.
+LAUNCH_HISTORY = 5
+# What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
+# boot, the boot it ran in), which dates it against the kernel's log.
+LAUNCH_FIELDS = ("pid", "start_time", "offset", "log_path", "started_at", "boot_id")
 
 
 class InvalidOption(ValueError):
@@ -492,6 +497,9 @@ class Instance(object):
         self.state_path = os.path.join(state_dir, name + ".json")
         self.secret_env_name = name + ".secret.env"
         self.secret_env_path = os.path.join(state_dir, self.secret_env_name)
+        # Kept when the server is stopped or forgotten: a crash is looked at after the next run cleaned up.
+        self.launches_name = name + ".launches.json"
+        self.launches_path = os.path.join(state_dir, self.launches_name)
 
     def directory(self, create=False):
         return open_directory(self.state_dir, "state_dir", 0o750 if create else None)
@@ -566,6 +574,34 @@ class Instance(object):
         finally:
             os.close(directory)
 
+    def launches(self):
+        """The recorded launches, newest first; [] when there are none. An entry that is not a launch (a file
+        edited by hand, cut off) is left out rather than trusted: nothing is signalled from this history."""
+        if path_kind(self.state_dir) != "directory":
+            return []
+        directory = self.directory()
+        try:
+            text = read_text(directory, self.launches_name)
+        finally:
+            os.close(directory)
+        try:
+            entries = json.loads(text) if text else []
+        except ValueError:
+            return []
+        if not isinstance(entries, list):
+            return []
+        return [entry for entry in entries if launch_problem(entry) is None][:LAUNCH_HISTORY]
+
+    def record_launch(self, state):
+        """Put the launch of state first in the history, which keeps the last LAUNCH_HISTORY."""
+        entry = dict((key, state.get(key)) for key in LAUNCH_FIELDS)
+        history = [entry] + self.launches()[:LAUNCH_HISTORY - 1]
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, self.launches_name, json.dumps(history, indent=2, sort_keys=True), 0o600)
+        finally:
+            os.close(directory)
+
     def write_secret_env(self, text):
         directory = self.directory(create=True)
         try:
@@ -597,6 +633,18 @@ def state_problem(state):
         return "argv is not a command line"
     if state["pid"] <= 1:
         return "pid %d is not a server's (pid 1 is init, 0 and below are process groups)" % state["pid"]
+    return None
+
+
+def launch_problem(entry):
+    """What makes an entry of the launch history unusable, or None."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for key, kinds in (("pid", int), ("start_time", int), ("offset", int), ("log_path", str)):
+        if isinstance(entry.get(key), bool) or not isinstance(entry.get(key), kinds):
+            return "%s is missing or not of the right type" % key
+    if entry["offset"] < 0:
+        return "offset is negative"
     return None
 
 

@@ -23,6 +23,10 @@ description:
     and start time but another owner, or a command line that is neither the recorded one nor retitled by SGLang
     (C(sglang::...)), is never signalled; the task fails naming the state file. So does a state file that is not
     valid JSON, lacks a field, or names pid 1 or below.
+  - Each launch is also put first in C(<name>.launches.json) in O(state_dir) (pid, kernel start time, log offset,
+    log path, time and boot of the launch), which keeps the last five and stays when the server is stopped or a
+    dead one is cleaned up, so that M(blackwell.gpu_node.sglang_diagnosis) can classify the log of an earlier
+    launch.
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
   - Every value that reaches the command line, the unit or an environment file is checked before anything is
@@ -617,6 +621,7 @@ def start(module, instance, argv, unit, account, log_gid, result):
         state["pid"] = process.pid
     try:
         instance.save(state)
+        instance.record_launch(state)
     except (OSError, InvalidOption) as exc:
         if params["manager"] == "systemd":
             withdraw_unit(module, state, check=False)

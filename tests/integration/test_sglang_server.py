@@ -403,7 +403,8 @@ def test_a_root_server_of_the_previous_version_is_migrated_to_the_service_user(a
     with open(os.path.join(as_nobody["state_dir"], "sglang.json")) as handle:
         state = json.load(handle)
     assert state["identity"] == {"user": "nobody", "group": "nogroup"} and state["uid"] == 65534 and state["boot_id"]
-    assert sorted(os.listdir(as_nobody["state_dir"])) == ["sglang.json", "sglang.pid"]
+    # The migrated server is the first launch of the history (the old version kept none).
+    assert sorted(os.listdir(as_nobody["state_dir"])) == ["sglang.json", "sglang.launches.json", "sglang.pid"]
     ready = run_module("wait_for_server", log_path=as_nobody["log_path"], offset=migrated["offset"],
                        pid=migrated["pid"], health_url="http://127.0.0.1:%d/health" % as_nobody["port"], timeout=60)
     assert ready["ready"] is True, ready.get("msg")

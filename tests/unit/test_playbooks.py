@@ -40,3 +40,10 @@ def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_ro
     rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
                          if "ansible.builtin.include_role" in task]
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
+
+
+def test_diagnose_reads_every_node_at_once_and_reports_on_the_controller():
+    diagnose, report = plays("diagnose.yml")
+    assert diagnose["strategy"] == "free" and "serial" not in diagnose
+    write = next(task for task in report["tasks"] if "ansible.builtin.copy" in task)
+    assert write["delegate_to"] == "localhost" and write["run_once"] is True

@@ -678,3 +678,30 @@ def test_missing_groups_name_their_option_and_role_variable():
         "the group, or leave it unset"]
     account, _log_gid, problems = core.service_account("nobody", "root")
     assert problems == [] and (account["gid"], account["group"]) == (0, "root")
+
+
+def launch_state(pid, offset):
+    return dict(pid=pid, start_time=1000 + pid, offset=offset, log_path="/var/log/sglang.log", started_at=1.5,
+                boot_id="b", argv=["python"], env_digest="d")
+
+
+def test_the_launch_history_keeps_the_last_launches_newest_first_and_survives_forget(tmp_path):
+    """diagnose classifies an earlier launch's log from its offset: the next start must not overwrite it,
+    nor a stop or the cleanup of a dead server remove it."""
+    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    for number in range(core.LAUNCH_HISTORY + 2):
+        instance.save(launch_state(100 + number, 10 * number))
+        instance.record_launch(launch_state(100 + number, 10 * number))
+    instance.forget()
+    history = instance.launches()
+    assert [entry["pid"] for entry in history] == [106, 105, 104, 103, 102]
+    assert history[0] == dict(pid=106, start_time=1106, offset=60, log_path="/var/log/sglang.log", started_at=1.5,
+                              boot_id="b")
+    assert stat.S_IMODE(os.stat(instance.launches_path).st_mode) == 0o600
+
+
+@pytest.mark.parametrize("content", ["not json", "{}", '[{"pid": true}]', '[{"pid": 5, "start_time": 1, '
+                                     '"offset": -1, "log_path": "/l"}]'])
+def test_a_launch_history_that_is_not_one_is_left_out(tmp_path, content):
+    (tmp_path / "sglang.launches.json").write_text(content)
+    assert core.Instance(str(tmp_path), "sglang").launches() == []

@@ -1,0 +1,354 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_diagnosis
+short_description: Why an SGLang server is not running, or why one of its launches failed, in one call
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - Reads, and changes nothing, what M(blackwell.gpu_node.sglang_server) recorded of the server O(name) in
+    O(state_dir) and gathers one report.
+  - The server's state - under systemd the unit's active and sub state and how often systemd restarted it, else
+    whether the recorded process still runs (pid, kernel start time and boot).
+  - The log of the chosen launch (O(launch) - the latest, or one of the four before it, from the launch history
+    C(<name>.launches.json)), from its recorded offset to the next launch's, classified as
+    M(blackwell.gpu_node.wait_for_server) classifies it - the ready line, the cause line, the traceback and the
+    diagnosis with its fix - secrets masked. Of a long log only the first 4 MiB and the last MiB are read.
+  - The kernel's view since that launch (O(kernel_log)) - the OOM killer's kills and NVIDIA Xid errors with
+    their meaning and what to do, from C(/dev/kmsg) or C(dmesg); where neither can be read (no C(CAP_SYSLOG), a
+    container without C(/dev/kmsg)) RV(kernel.problem) says so, starting with C(kernel log not readable).
+  - Who holds GPU memory, from C(nvidia-smi --query-compute-apps) where C(nvidia-smi) is installed.
+  - RV(verdict) puts it in one line. The playbook C(blackwell.gpu_node.diagnose) runs this on every node.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+options:
+  name:
+    description: The server instance, as given to M(blackwell.gpu_node.sglang_server).
+    type: str
+    default: sglang
+  state_dir:
+    description: Where M(blackwell.gpu_node.sglang_server) records the server.
+    type: path
+    default: /var/lib/blackwell-gpu-node
+  launch:
+    description:
+      - Which launch to look at - V(0) the latest, V(1) the one before it, and so on, as far back as the
+        history goes (five launches).
+      - A server recorded before the history existed has its latest launch only.
+    type: int
+    default: 0
+  kernel_log:
+    description: Read the kernel log for OOM kills and Xid errors since the launch.
+    type: bool
+    default: true
+  gpu_processes:
+    description: Ask C(nvidia-smi) who holds GPU memory.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Diagnose the server
+  blackwell.gpu_node.sglang_diagnosis:
+  register: diagnosis
+
+- name: Say why
+  ansible.builtin.debug:
+    msg: "{{ diagnosis.verdict }}"
+
+- name: Look at the launch before the latest one
+  blackwell.gpu_node.sglang_diagnosis:
+    launch: 1
+"""
+
+RETURN = r"""
+verdict:
+  description: One line - whether the server runs, and when the chosen launch failed its cause line, diagnosis
+    and fix, or the OOM kill or Xid that ended it.
+  returned: always
+  type: str
+  sample: "not running; the latest launch failed: RuntimeError: ... [cudnn_check] Fix: Set SGLANG_DISABLE_CUDNN_CHECK=1 ..."
+state:
+  description: The server now.
+  returned: always
+  type: dict
+  contains:
+    recorded:
+      description: Whether a server is recorded in O(state_dir).
+      type: bool
+    running:
+      description: Whether it runs (under systemd, the unit is active with a main pid).
+      type: bool
+    manager:
+      description: V(systemd) or V(module); null when none is recorded.
+      type: str
+    pid:
+      description: Its main pid (the unit's under systemd), null when none is recorded.
+      type: int
+    unit:
+      description: The systemd unit, its C(active_state), C(sub_state) and C(restarts) (NRestarts); under systemd only.
+      type: str
+    active_state:
+      description: The unit's ActiveState; under systemd only.
+      type: str
+    sub_state:
+      description: The unit's SubState; under systemd only.
+      type: str
+    restarts:
+      description: How often systemd restarted the server (NRestarts); under systemd only.
+      type: int
+    problem:
+      description: Why the state could not be told (a state file that cannot be trusted); absent otherwise.
+      type: str
+launches:
+  description: How many launches are recorded.
+  returned: always
+  type: int
+launch:
+  description: The launch looked at, null when none is recorded.
+  returned: always
+  type: dict
+  contains:
+    back:
+      description: O(launch).
+      type: int
+    pid:
+      description: Its main pid.
+      type: int
+    start_time:
+      description: The process's start, in clock ticks since boot.
+      type: int
+    started_at:
+      description: When it was launched (seconds since the epoch).
+      type: float
+    log_path:
+      description: Its log.
+      type: str
+    offset:
+      description: Where its lines begin in the log.
+      type: int
+    end:
+      description: Where they end (the next launch's offset), null for the latest launch.
+      type: int
+log:
+  description: The launch's log, classified; null when no launch is recorded.
+  returned: always
+  type: dict
+  contains:
+    ready_line:
+      description: SGLang's ready line when it was logged, else null.
+      type: str
+    failure:
+      description: Null when the log shows no failure; else C(cause) (the exception or fatal line, with the ranks),
+        C(ranks), C(traceback) and C(diagnosis) (C(id), C(cause), C(fix); null when no known cause matches).
+      type: dict
+    last_lines:
+      description: The launch's last 40 non-empty lines.
+      type: list
+      elements: str
+    left_out_bytes:
+      description: Bytes between the first 4 MiB and the last MiB that were not read (0 when none).
+      type: int
+    problem:
+      description: Why the log could not be read, or that it was rotated since the launch; null otherwise.
+      type: str
+kernel:
+  description: The kernel's view since the launch; null with O(kernel_log=false).
+  returned: always
+  type: dict
+  contains:
+    readable:
+      description: Whether the kernel log could be read and dated against the launch.
+      type: bool
+    source:
+      description: C(/dev/kmsg) or C(dmesg).
+      type: str
+    problem:
+      description: Why not, starting with C(kernel log not readable), or the launch was in an earlier boot.
+      type: str
+    since:
+      description: The launch's start, in seconds since boot.
+      type: float
+    oom_kills:
+      description: The OOM killer's kills since the launch (the first 50), each with C(pid), C(name), C(scope)
+        (V(system) or V(memory cgroup)), C(anon_rss_kb), C(time), C(line) and C(server) (its pid is the server's,
+        or its name the server's interpreter or an SGLang process title).
+      type: list
+      elements: dict
+    xids:
+      description: NVIDIA Xid errors since the launch (the first 50), each with C(xid), C(device), C(pid), C(name),
+        C(detail), C(meaning) and C(action) (null for an Xid outside the common ones), C(time), C(line), C(server).
+      type: list
+      elements: dict
+    oom_kill_count:
+      description: How many OOM kills, also past the first 50.
+      type: int
+    xid_count:
+      description: How many Xid lines, also past the first 50.
+      type: int
+gpu_processes:
+  description: Processes holding GPU memory (C(pid), C(name), C(used_memory_mib), C(gpu_uuid)); null where
+    C(nvidia-smi) is missing or fails (RV(gpu_processes_problem) says why) or with O(gpu_processes=false).
+  returned: always
+  type: list
+  elements: dict
+gpu_processes_problem:
+  description: Why RV(gpu_processes) is null; null otherwise.
+  returned: always
+  type: str
+problem:
+  description: Why there is nothing to diagnose - no server recorded, or a state file that cannot be trusted.
+  returned: when there is no launch to look at, or the state file cannot be trusted
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._kernel_log import kernel_events, read_kernel_log
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogPathError
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import SECRET_FLAGS, masked_text, secret_values
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnosis import (
+    NoSuchLaunch,
+    classify_launch,
+    gpu_processes,
+    launch_window,
+    read_launch_log,
+    verdict,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    LAUNCH_FIELDS,
+    UNIT_PROPERTIES,
+    BadState,
+    Instance,
+    boot_id,
+    group_members,
+    name_problems,
+    unit_status,
+)
+
+
+def server_state(module, instance, recorded):
+    if recorded is None:
+        return {"recorded": False, "running": False, "manager": None, "pid": None}
+    state = {"recorded": True, "manager": recorded.get("manager", "module"), "pid": recorded["pid"]}
+    if state["manager"] != "systemd":
+        try:
+            state["running"] = instance.running(recorded)
+        except BadState as exc:
+            state.update(running=False, problem=str(exc))
+        return state
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        state.update(running=False, problem="the server is recorded under systemd, but systemctl is not on this host")
+        return state
+    _rc, out, _err = module.run_command([systemctl, "show", "--property=" + ",".join(UNIT_PROPERTIES), recorded["unit"]])
+    unit = unit_status(out)
+    state.update(unit=recorded["unit"], running=unit["running"], pid=unit["pid"] or recorded["pid"],
+                 active_state=unit["active_state"], sub_state=unit["sub_state"], restarts=unit["restarts"])
+    return state
+
+
+def kernel_view(launch, state, recorded):
+    lines, source, problem = read_kernel_log()
+    if lines is None:
+        return {"readable": False, "source": None, "problem": problem}
+    if launch.get("boot_id") and launch["boot_id"] != boot_id():
+        return {"readable": False, "source": source,
+                "problem": "the launch was in an earlier boot: the kernel log of this boot does not cover it "
+                           "(journalctl -k -b -1 shows the previous boot's, where the journal is kept)"}
+    since = launch["start_time"] / float(os.sysconf("SC_CLK_TCK"))
+    pids = [launch["pid"]] + (group_members(state["pid"]) if state.get("running") else [])
+    # The kernel names a process by its executable's name (comm): the interpreter the server runs from.
+    names = [os.path.basename(recorded["argv"][0])] if recorded else ["python", "python3"]
+    view = {"readable": True, "source": source, "problem": None, "since": since}
+    view.update(kernel_events(lines, since=since, server_pids=pids, server_names=names))
+    return view
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", default="sglang"),
+            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            launch=dict(type="int", default=0),
+            kernel_log=dict(type="bool", default=True),
+            gpu_processes=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    problems = name_problems(params)
+    if params["launch"] < 0:
+        problems.append("launch=%d: give 0 for the latest launch, 1 for the one before it, and so on" % params["launch"])
+    if problems:
+        module.fail_json(msg="Nothing was read: " + "; ".join(problems), changed=False)
+
+    instance = Instance(params["state_dir"], params["name"])
+    report = dict(changed=False, launch=None, log=None, kernel=None, gpu_processes=None, gpu_processes_problem=None)
+    try:
+        recorded = instance.load()
+    except BadState as exc:
+        recorded, report["problem"] = None, str(exc)
+    report["state"] = server_state(module, instance, recorded)
+    launches = instance.launches()
+    if not launches and recorded:
+        # A server started before the launch history was kept: its state has the latest launch.
+        launches = [dict((key, recorded.get(key)) for key in LAUNCH_FIELDS)]
+    report["launches"] = len(launches)
+    if params["gpu_processes"]:
+        if module.get_bin_path("nvidia-smi"):
+            report["gpu_processes"], report["gpu_processes_problem"] = gpu_processes()
+        else:
+            report["gpu_processes_problem"] = "nvidia-smi is not on this host"
+    try:
+        launch, end = launch_window(launches, params["launch"])
+    except NoSuchLaunch as exc:
+        if params["launch"] or recorded:
+            module.fail_json(msg=str(exc), **report)
+        report.setdefault("problem", "no server %s is recorded in state_dir=%s" % (params["name"], params["state_dir"]))
+        report["verdict"] = verdict(report)
+        module.exit_json(**report)
+
+    report["launch"] = dict(launch, back=params["launch"], end=end)
+    current = (recorded is not None and report["state"]["running"] and params["launch"] == 0)
+    # The recorded launch's secret flags mask its values, and SGLang's server_args line, in everything shown.
+    secret_flags = SECRET_FLAGS + tuple((recorded or {}).get("secret_flags", ()))
+    mask_values = secret_values(recorded["argv"], secret_flags) if recorded else []
+
+    def mask(text):
+        return masked_text(text, mask_values, secret_flags)
+
+    try:
+        head, tail, left_out, note = read_launch_log(launch["log_path"], launch["offset"], end)
+    except (OSError, LogPathError) as exc:
+        report["log"] = {"ready_line": None, "failure": None, "last_lines": [], "left_out_bytes": 0,
+                         "problem": "log_path %s cannot be read: %s" % (launch["log_path"], getattr(exc, "strerror", None) or exc)}
+    else:
+        report["log"] = classify_launch(head, tail, final=not current, mask=mask)
+        report["log"].update(left_out_bytes=left_out, problem=note)
+    if params["kernel_log"]:
+        report["kernel"] = kernel_view(launch, report["state"], recorded)
+    report["verdict"] = verdict(report)
+    module.exit_json(**report)
+
+
+if __name__ == "__main__":
+    main()

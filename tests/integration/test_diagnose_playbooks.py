@@ -1,0 +1,78 @@
+"""The diagnose playbook and validate's server check, run for real on this machine against launches of the
+sglang stand-in (the other checks of validate find this machine no GPU node; only the server's line counts)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CHECKOUT, COLLECTIONS, STANDIN, free_port, run_module
+from process_tree import run_bounded
+
+
+@pytest.fixture
+def server(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    params = dict(python=sys.executable, model_path=str(model), port=free_port(), log_path=str(tmp_path / "server.log"),
+                  state_dir=str(tmp_path / "state"), stop_timeout=5, gpu_release_timeout=1, manager="module")
+    yield params
+    run_module("sglang_server", state="stopped", state_dir=params["state_dir"], stop_timeout=5)
+
+
+def launch(server, scenario, generation):
+    params = dict(server, env={"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01",
+                               "SGLANG_STANDIN_SCENARIO": scenario, "GENERATION": str(generation)})
+    started = run_module("sglang_server", **params)
+    waited = run_module("wait_for_server", log_path=server["log_path"], offset=started["offset"], pid=started["pid"],
+                        timeout=60)
+    assert waited["ready"] is (scenario == "ready"), waited.get("msg")
+
+
+def playbook(name, server, *options):
+    """(exit code, the result of each task by name, for localhost)."""
+    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                   ANSIBLE_STDOUT_CALLBACK="json")
+    argv = [str(CHECKOUT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+            "-e", "gpu_node_hosts=localhost", "-e", "gpu_node_become=false",
+            "-e", "ansible_python_interpreter=" + sys.executable, "-e", "sglang_server_state_dir=" + server["state_dir"],
+            str(CHECKOUT / "playbooks" / name)] + list(options)
+    try:
+        completed = run_bounded(argv, timeout=300, env=environ)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("%s did not end within 300 s; its processes were killed" % name)
+    results = dict((task["task"]["name"], task["hosts"].get("localhost", {}))
+                   for play in json.loads(completed.stdout)["plays"] for task in play["tasks"])
+    return completed.returncode, results
+
+
+def test_validate_names_the_cause_of_a_dead_server(server):
+    launch(server, "traceback", 1)
+    returncode, results = playbook("validate.yml", server)
+    assert returncode != 0
+    (line,) = [problem for problem in results["Report the node"]["msg"]["problems"] if problem.startswith("server:")]
+    assert "is not running (it died: pid" in line
+    assert "the latest launch failed: RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN" in line
+    assert "[cudnn_check] Fix: Set SGLANG_DISABLE_CUDNN_CHECK=1" in line
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_diagnose_names_the_crash_two_launches_ago_in_its_report_on_the_controller(server, tmp_path, check):
+    launch(server, "traceback", 1)
+    launch(server, "ready", 2)
+    launch(server, "ready", 3)
+    report_path = tmp_path / "report.json"
+    returncode, results = playbook("diagnose.yml", server, "-e", "gpu_node_diagnose_launch=2", "-e",
+                                   "gpu_node_diagnose_report=%s" % report_path, *(["--check"] if check else []))
+    assert returncode == 0, results
+    # The nodes are only read; the report on the controller is written in check mode too.
+    report = json.loads(report_path.read_text())
+    diagnosis = report["localhost"]["diagnosis"]
+    assert diagnosis["log"]["failure"]["diagnosis"]["id"] == "cudnn_check"
+    assert diagnosis["state"]["running"] is True and diagnosis["launches"] == 3
+    assert "gpu" in report["localhost"]
+    verdicts = results["Say each node's verdict"]["msg"]
+    assert verdicts[0].startswith("localhost: running (pid %d); the launch 2 before the latest failed: RuntimeError"
+                                  % diagnosis["state"]["pid"])
+    assert verdicts[1] == "Full report: %s" % report_path

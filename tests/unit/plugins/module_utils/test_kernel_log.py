@@ -1,0 +1,106 @@
+"""The kernel's view of a server, on kernel log lines recorded from public reports (tests/data/kernel_log)."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils import _kernel_log as core
+
+DATA = Path(__file__).resolve().parents[3] / "data" / "kernel_log"
+
+
+def lines(name):
+    return (DATA / name).read_text().splitlines()
+
+
+@pytest.mark.parametrize("name, xid, device, pid, process", [
+    ("xid-13-unknown-process-dmesg-ctime.txt", 13, "0000:cb:00", None, None),
+    ("xid-45-after-xid-149-journal.txt", 45, "0000:dc:00", 1818990, "python3"),
+    ("xid-79-fallen-off-the-bus-journal.txt", 79, "0000:2b:00", None, None),
+    ("xid-63-row-remapper.txt", 63, "0000:10:1c", 1896, None),
+    ("xid-31-before-pci-prefix-syslog.txt", 31, "0000:01:00", None, None),
+    ("xid-94-contained-ecc.txt", 94, "0000:9b:00", 1234, "python3"),
+    ("xid-119-gsp-timeout.txt", 119, "0000:65:00", None, None),
+])
+def test_xid_lines_give_the_code_device_process_and_meaning(name, xid, device, pid, process):
+    first = core.kernel_events(lines(name))["xids"][0]
+    assert (first["xid"], first["device"], first["pid"], first["name"]) == (xid, device, pid, process)
+    assert first["meaning"] and first["action"]
+    assert not first["detail"].startswith("pid=")
+
+
+def test_every_common_xid_has_a_meaning_and_an_action():
+    assert sorted(core.XID_MEANINGS) == [13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95, 119]
+    assert all(meaning and action for meaning, action in core.XID_MEANINGS.values())
+
+
+def test_an_xid_outside_the_catalogue_is_still_reported_without_a_meaning():
+    xids = core.kernel_events(lines("xid-13-unknown-process-dmesg-ctime.txt"))["xids"]
+    assert [event["xid"] for event in xids] == [13, 13, 13, 109]
+    assert xids[-1]["meaning"] is None and xids[-1]["name"] == "pt_main_thread"
+
+
+@pytest.mark.parametrize("name, pid, process, scope, rss", [
+    ("oom-system-syslog-docker.txt", 15784, "python3", "system", 4288),
+    ("oom-memory-cgroup-dmesg.txt", 140339, "python3", "memory cgroup", 15596),
+    ("oom-old-kernel-syslog.txt", 18177, "palo_be", "system", 45563572),
+    ("oom-dmesg-ctime-grouped-digits.txt", 7899, "python", "system", 15370088),
+    ("oom-memory-cgroup-kmsg-dev-machine.txt", 21928, "python3", "memory cgroup", 130176),
+])
+def test_oom_kills_name_the_process(name, pid, process, scope, rss):
+    first = core.kernel_events(lines(name))["oom_kills"][0]
+    assert (first["pid"], first["name"], first["scope"], first["anon_rss_kb"]) == (pid, process, scope, rss)
+
+
+def test_a_reaped_process_is_not_a_second_kill_and_a_comm_may_hold_parentheses():
+    found = core.kernel_events(lines("oom-system-syslog-docker.txt"))
+    killed = [(event["pid"], event["name"]) for event in found["oom_kills"]]
+    assert killed == [(15784, "python3"), (15925, "(resolved)")]
+
+
+def test_since_the_launch_keeps_only_dated_lines_at_or_after_it():
+    syslog = lines("oom-system-syslog-docker.txt")
+    assert [event["pid"] for event in core.kernel_events(syslog, since=518.06)["oom_kills"]] == [15925]
+    # A line with a wall-clock time only cannot be dated against a launch.
+    assert core.kernel_events(lines("xid-79-fallen-off-the-bus-journal.txt"), since=0)["xids"] == []
+
+
+def test_kmsg_records_are_dated_by_their_microseconds():
+    records = lines("oom-memory-cgroup-kmsg-dev-machine.txt")
+    (event,) = core.kernel_events(records, since=12867.2)["oom_kills"]
+    assert event["time"] == pytest.approx(12867.298791) and event["line"].startswith("Memory cgroup")
+    assert core.kernel_events(records, since=12867.3)["oom_kills"] == []
+
+
+def test_the_server_is_recognised_by_pid_name_or_sglang_title():
+    text = ["[10.0] Out of memory: Killed process 7 (python3) anon-rss:1kB",
+            "[11.0] Out of memory: Killed process 8 (sglang::schedul) anon-rss:1kB",
+            "[12.0] Out of memory: Killed process 9 (postgres) anon-rss:1kB",
+            "[13.0] NVRM: Xid (PCI:0000:9b:00): 94, pid=9, name=postgres, Contained ECC error"]
+    found = core.kernel_events(text, server_pids=[9])
+    assert [event["server"] for event in found["oom_kills"]] == [False, True, True]
+    found = core.kernel_events(text, server_names=["python3"])
+    assert [event["server"] for event in found["oom_kills"] + found["xids"]] == [True, True, False, False]
+
+
+def test_an_xid_storm_is_bounded_and_counted():
+    storm = lines("xid-13-unknown-process-dmesg-ctime.txt")[1:2] * (core.MAX_EVENTS + 10)
+    found = core.kernel_events(storm)
+    assert len(found["xids"]) == core.MAX_EVENTS and found["xid_count"] == core.MAX_EVENTS + 10
+
+
+def test_an_unreadable_kernel_log_says_why(tmp_path):
+    def refused(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 1, "", "dmesg: read kernel buffer failed: Operation not permitted\n")
+
+    found, source, problem = core.read_kernel_log(str(tmp_path / "kmsg"), run=refused)
+    assert found is None and source is None
+    assert problem.startswith("kernel log not readable: ")
+    assert "kmsg: No such file or directory" in problem and "Operation not permitted" in problem
+
+
+def test_dmesg_is_the_fallback(tmp_path):
+    def dmesg(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 0, "[1.0] a\n[2.0] b\n", "")
+
+    assert core.read_kernel_log(str(tmp_path / "kmsg"), run=dmesg) == (["[1.0] a", "[2.0] b"], "dmesg", None)
