@@ -121,8 +121,9 @@ def _oom_event(match, message):
 def kernel_events(lines, since=None, server_pids=(), server_names=()):
     """OOM kills and Xids in lines, at or after since (seconds since boot) when it is given.
 
-    An event is the server's (``server``) when its pid is one of server_pids, or its process name (the
-    kernel's comm, 15 characters at most) one of server_names or an SGLang process title (``sglang::``):
+    An event is the server's (``server``: how it was matched, or False) when its pid is one of server_pids, its
+    process name is an SGLang process title (``sglang::``) or (the least certain) its process name (the
+    kernel's comm, 15 characters at most) is one of server_names:
     SGLang's scheduler processes are children with pids of their own, and inside a container the kernel
     names host pids."""
     found = {"oom_kills": [], "xids": [], "oom_kill_count": 0, "xid_count": 0}
@@ -130,8 +131,14 @@ def kernel_events(lines, since=None, server_pids=(), server_names=()):
     names = set(name[:15] for name in server_names if name)
 
     def ours(event):
+        """How the event was matched to the server, most certain first; False when it was not."""
         name = event.get("name") or ""
-        return event["pid"] in pids or name in names or name.startswith("sglang::")
+        if event["pid"] in pids:
+            return "pid"
+        if name.startswith("sglang::"):
+            return "sglang process title"
+        # Any other process of the same interpreter matches too: the verdict says so.
+        return "process name" if name in names else False
 
     for line in lines:
         seconds, message = split_line(line)

@@ -142,10 +142,12 @@ def verdict(report):
         return "%s; %s failed: %s" % (head, which, cause)
     if killed:
         event = killed[0]
-        return "%s; %s was killed by the kernel's OOM killer (%s: pid %d %s%s): give the host (or its container " \
+        return "%s; %s was killed by the kernel's OOM killer (%s: pid %d %s%s%s): give the host (or its container " \
             "or cgroup) more memory, or stop what else uses it" % (
                 head, which, event["scope"], event["pid"], event["name"],
-                ", %d kB resident" % event["anon_rss_kb"] if event["anon_rss_kb"] else "")
+                ", %d kB resident" % event["anon_rss_kb"] if event["anon_rss_kb"] else "",
+                "; matched by process name only, so possibly another process of that name"
+                if event["server"] == "process name" else "")
     if xids:
         event = xids[0]
         return "%s; GPU %s reported Xid %d since %s: %s. %s" % (

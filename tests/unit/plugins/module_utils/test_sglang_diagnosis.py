@@ -87,7 +87,7 @@ def report(**parts):
     return base
 
 
-OOM = {"pid": 4242, "name": "python3", "scope": "memory cgroup", "anon_rss_kb": 123, "server": True}
+OOM = {"pid": 4242, "name": "python3", "scope": "memory cgroup", "anon_rss_kb": 123, "server": "pid"}
 XID = {"xid": 79, "device": "0000:2b:00", "meaning": "GPU has fallen off the bus", "action": "Reboot", "server": False}
 
 
@@ -100,6 +100,13 @@ def test_the_verdict_names_the_cause_line_the_diagnosis_and_the_fix():
 def test_the_verdict_names_the_oom_kill_when_the_log_has_no_traceback():
     line = core.verdict(report(kernel={"readable": True, "oom_kills": [OOM], "xids": [XID]}))
     assert "was killed by the kernel's OOM killer (memory cgroup: pid 4242 python3, 123 kB resident)" in line
+
+
+def test_the_verdict_says_when_an_oom_kill_was_matched_by_process_name_only():
+    by_name = dict(OOM, server="process name")
+    line = core.verdict(report(kernel={"readable": True, "oom_kills": [by_name], "xids": []}))
+    assert "(memory cgroup: pid 4242 python3, 123 kB resident; matched by process name only, so possibly " \
+        "another process of that name)" in line
 
 
 def test_the_verdict_names_an_xid_with_its_meaning_and_what_to_do():
