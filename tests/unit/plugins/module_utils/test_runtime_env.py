@@ -2,7 +2,9 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
     RuntimeEnvError,
+    apply_environment,
     build_environment,
+    module_code,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
@@ -281,3 +283,31 @@ def test_profile_names_of_any_type_are_listed_not_a_crash():
 def test_the_virtualenv_path_is_optional_for_the_filter_on_its_own():
     settings = dict(cuda_home="/c", triton_ptxas_path="/c/bin/ptxas", nccl_profile="none", nccl_profiles=PROFILES)
     assert build_environment(**settings)["environment"]["CUDA_HOME"] == "/c"
+
+
+def test_a_value_already_in_the_environment_wins_unless_its_name_is_forced():
+    environ = {"CUDA_HOME": "/opt/cuda", "NCCL_PROTO": "Simple", "UNRELATED": "x"}
+    apply_environment(environ, {"CUDA_HOME": "/usr/local/cuda-13.0", "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
+                      frozenset(["NCCL_PROTO"]))
+    assert environ == {"CUDA_HOME": "/opt/cuda", "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "UNRELATED": "x"}
+
+
+def test_an_empty_value_in_the_environment_still_wins():
+    # Set to "" on purpose is set: only an absent name takes the rendered value.
+    environ = {"NCCL_ALGO": ""}
+    apply_environment(environ, {"NCCL_ALGO": "Ring"}, frozenset())
+    assert environ == {"NCCL_ALGO": ""}
+
+
+def run_module_code(settings, environ):
+    """Execute the code as the rendered module does: its definitions, then the call the template makes."""
+    exec(compile(module_code(settings) + "\napply_environment(environ, ENVIRONMENT, FORCE)\n", "<module>", "exec"),
+         {"environ": environ})
+    return environ
+
+
+def test_the_module_code_carries_the_values_the_forced_names_and_the_rule():
+    settings = build(force=["NCCL_PROTO"], extra_env={"QUOTE": "it's \\ \"x\" \u00e9"})
+    environ = run_module_code(settings, {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Tree"})
+    assert environ == dict(settings["environment"], NCCL_ALGO="Tree")
+    assert environ["NCCL_PROTO"] == "LL" and environ["QUOTE"] == "it's \\ \"x\" \u00e9"
