@@ -350,3 +350,11 @@ def test_a_bad_layer_or_entry_does_not_hide_the_problems_after_it():
         "runtime_env_nccl_overrides.CUDA_VISIBLE_DEVICES: only NCCL_* variables belong here; "
         "put others in runtime_env_extra_env",
         "runtime_env_nccl_overrides.NCCL_NTHREADS: '3' is not one of 64, 128, 256, 512"]
+
+
+def test_the_module_code_is_the_same_text_for_the_same_settings():
+    # The text is the rendered file's content: any change to it (indentation, order, escaping) rewrites the module
+    # on every host and restarts every server, whose digest covers it.
+    code = module_code({"environment": {"NCCL_PROTO": "LL", "HF_HOME": "/srv/hf é"}, "force": ["NCCL_PROTO"]})
+    assert code.split("\n\n\n")[0] == (
+        'ENVIRONMENT = {\n    "HF_HOME": "/srv/hf é",\n    "NCCL_PROTO": "LL"\n}\nFORCE = frozenset(["NCCL_PROTO"])')
