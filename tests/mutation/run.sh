@@ -16,10 +16,6 @@ copy=$stage/ansible_collections/blackwell/gpu_node
 reports=$root/tests/output/mutation
 mkdir -p "$reports"
 
-if [ $# -eq 0 ]; then
-  set -- $(cd "$root" && ls plugins/module_utils/_*.py plugins/filter/*.py)
-fi
-
 rm -rf "$stage" && mkdir -p "$copy"
 (cd "$root" && git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -c) \
   | tar -x -C "$copy"
@@ -27,9 +23,11 @@ mkdir -p "$copy/.build/collections/ansible_collections/blackwell"
 ln -sfn "$copy" "$copy/.build/collections/ansible_collections/blackwell/gpu_node"
 
 cd "$copy"
+if [ $# -eq 0 ]; then
+  set -- plugins/module_utils/_*.py plugins/filter/*.py
+fi
 for file in "$@"; do
   name=$(basename "$file" .py)
-  module=${name#_}
   # The unit test files that import this module (module_utils by its file name, filters by their import path).
   if [[ $file == plugins/filter/* ]]; then
     pattern="plugins\.filter\.$name\b|plugins/filter/$name\.py"
