@@ -62,6 +62,23 @@ def test_harmless_lines_do_not_fail(line):
         "[2026-01-01 12:00:00] ERROR:   [Errno 98] error while attempting to bind on address "
         "('127.0.0.1', 30000): address already in use",
         "Fatal Python error: Segmentation fault",
+        # Each of these matches one fatal pattern only, so that each pattern is needed.
+        "[2026-01-01 12:00:00 TP0] Scheduler hit an exception: see the lines above",
+        "[2026-01-01 12:00:00] DetokenizerManager hit an exception: see the lines above",
+        "[2026-01-01 12:00:00] TokenizerManager hit an exception: see the lines above",
+        "[2026-01-01 12:00:00] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "Fatal Python error: Aborted",
+        "/bin/sh: line 1:  4242 Segmentation fault      python3 -m sglang.launch_server",
+        "Aborted (core dumped)",
+        "[2026-01-01 12:00:00 TP1] CUDA out of memory. Tried to allocate 2.00 GiB",
+        "[2026-01-01 12:00:00 TP1] caught torch.OutOfMemoryError in the warm-up",
+        "[2026-01-01 12:00:00 TP1] CUDA error: an illegal memory access was encountered",
+        "[2026-01-01 12:00:00 TP1] NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled cuda error",
+        "[2026-01-01 12:00:00 TP1] Call to CUDA function failed: ncclUnhandledCudaError",
+        "[2026-01-01 12:00:00 TP1] init failed with ncclSystemError",
+        "[2026-01-01 12:00:00 TP1] init failed with ncclInternalError",
+        "[2026-01-01 12:00:00 TP1] init failed with ncclInvalidUsage",
+        "[2026-01-01 12:00:00 TP1] peer failed: ncclRemoteError",
     ],
 )
 def test_fatal_lines_without_traceback_fail(line):
@@ -100,6 +117,7 @@ def test_interleaved_traceback_is_reported_whole_and_alone():
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
     ]
     report = failure.as_dict()
+    assert report["traceback"].split("\n") == failure.lines
     assert report["cause"].startswith("[TP3] torch.OutOfMemoryError")
     assert report["diagnosis"]["id"] == "cuda_out_of_memory"
 
