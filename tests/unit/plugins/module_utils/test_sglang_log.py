@@ -277,3 +277,29 @@ def test_the_failures_own_lines_outrank_a_known_cause_named_earlier_in_the_log()
     ], final=True)
     context = ["[2026-01-01 12:00:00] WARNING: SGLANG_DISABLE_CUDNN_CHECK is set; skipping the cuDNN check"]
     assert classifier.failure.as_dict(context=context)["diagnosis"]["id"] == "cuda_out_of_memory"
+
+
+def test_a_blank_line_inside_a_traceback_is_not_its_exception_line():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "",
+             "RuntimeError: the real cause"]
+    failure = classify(lines).failure
+    assert failure.cause == "RuntimeError: the real cause"
+    assert failure.as_dict()["ranks"] == ""
+
+
+def test_a_cut_off_traceback_is_named_by_its_opening_as_it_is():
+    lines = ["[2026-01-01 12:00:00 TP0] Worker X: Traceback (most recent call last):", '  File "a.py", line 1']
+    failure = classify(lines, final=True).failure
+    assert failure.cause == "Worker X (traceback cut off before its exception line)"
+    assert failure.as_dict()["ranks"] == "TP0"
+
+
+def test_a_line_indented_by_one_space_is_quoted_source_not_a_failure():
+    assert classify([" raise RuntimeError('CUDA error: %s' % reason)"], final=True).failure is None
+
+
+def test_the_context_is_read_line_by_line_for_a_diagnosis():
+    # The argparse entry matches at the start of a line only: an indented quote of such a line is no cause.
+    failure = classify(["Fatal Python error: Aborted"], final=True).failure
+    context = ["usage: launch_server.py [-h]", "  launch_server.py: error: unrecognized arguments: --x"]
+    assert failure.as_dict(context=context)["diagnosis"] is None
