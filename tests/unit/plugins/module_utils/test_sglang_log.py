@@ -303,3 +303,20 @@ def test_the_context_is_read_line_by_line_for_a_diagnosis():
     failure = classify(["Fatal Python error: Aborted"], final=True).failure
     context = ["usage: launch_server.py [-h]", "  launch_server.py: error: unrecognized arguments: --x"]
     assert failure.as_dict(context=context)["diagnosis"] is None
+
+
+def test_output_after_a_closed_traceback_does_not_join_it():
+    classifier = classify(["[2026-01-01 12:00:00 TP0] Traceback (most recent call last):", '  File "a.py", line 1',
+                           "RuntimeError: first", "[2026-01-01 12:00:01 TP0] shutting down"])
+    reported = list(classifier.failure.lines)
+    classifier.feed("plain output of another process")
+    classifier.end_of_data(final=True)
+    assert classifier.failure.lines == reported == [
+        "Traceback (most recent call last):", '  File "a.py", line 1', "RuntimeError: first"]
+
+
+def test_end_of_data_waits_for_a_cut_traceback_by_default():
+    classifier = StartupClassifier()
+    classifier.feed("Traceback (most recent call last):")
+    classifier.end_of_data()
+    assert classifier.failure is None
