@@ -300,3 +300,48 @@ def test_the_refusal_names_the_kind_and_the_fix(mode, kind):
     assert str(refused.value) == (
         "log_path /var/log/x is %s, not a regular file: only regular files are followed as logs (reading anything "
         "else can block or never end); point log_path at the file the server writes its output to" % kind)
+
+
+def test_every_truncation_is_counted(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"one\ntwo\n")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["one", "two"]
+    for expected in (1, 2):
+        with open(log, "wb") as handle:
+            handle.write(b"x\n")
+        assert list(follower.read_lines()) == ["x"]
+        append(log, b"longer than before\n")
+        assert list(follower.read_lines()) == ["longer than before"]
+        assert follower.truncations == expected
+    follower.close()
+    with open(log, "wb") as handle:  # truncated while closed: found when it is opened again
+        handle.write(b"y\n")
+    assert list(follower.read_lines()) == ["y"]
+    assert follower.truncations == 3
+
+
+def test_after_a_truncation_an_empty_first_line_is_a_line(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"first\r")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["first"]
+    with open(log, "wb") as handle:  # shorter than what was read: a truncation
+        handle.write(b"\nx\n")
+    assert list(follower.read_lines()) == ["", "x"]
+
+
+def test_a_call_with_budget_left_is_not_behind(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"abc\n")
+    follower = LogFollower(str(log), max_bytes_per_call=5, max_lines_per_call=2)
+    assert list(follower.read_lines()) == ["abc"]
+    assert follower.behind is False
+
+
+def test_a_call_that_used_its_whole_line_budget_is_behind_and_the_next_one_reads_on(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"a\n")
+    follower = LogFollower(str(log), max_lines_per_call=1)
+    assert list(follower.read_lines()) == ["a"] and follower.behind is True
+    assert list(follower.read_lines()) == [] and follower.behind is False
