@@ -22,7 +22,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
 .PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait \
-	bench-site bench-upgrade ml-stack-real device-evidence
+	bench-site bench-upgrade ml-stack-real device-evidence mutation
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
+	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... for some)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
@@ -109,6 +110,11 @@ bench-site: toolchain engine
 
 bench-upgrade: toolchain engine
 	$(FIXTURES); python bench/upgrade.py
+
+# Mutation testing (mutmut) of the cores against the unit tests, one file at a time on a staged copy: a report per
+# file in tests/output/mutation, the scores in its summary.txt. Not part of `make test`: minutes per file.
+mutation: toolchain
+	tests/mutation/run.sh $(FILES)
 
 # The real-host evidence in tests/data/h200 belongs to the code it ran: fails when roles, plugins or
 # playbooks changed since tests/device/record_site.sh last ran on a lent GPU host.

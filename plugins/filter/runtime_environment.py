@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
     RuntimeEnvError,
     build_environment,
+    module_code,
 )
 
 
@@ -23,6 +24,10 @@ def runtime_environment(settings):
         raise AnsibleFilterError("runtime_environment: %s" % exc)
 
 
+def runtime_environment_module(settings):
+    return module_code(settings)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"runtime_environment": runtime_environment}
+        return {"runtime_environment": runtime_environment, "runtime_environment_module": runtime_environment_module}

@@ -6,6 +6,10 @@
 Pure Python, no Ansible imports: the role's filter plugin is a thin shell over
 ``build_environment`` and the unit tests import this module directly.
 
+``module_code`` writes the part of the rendered hook module that decides which values a process gets, so
+that the rule "a value already in the environment wins, unless the name is forced" is ``apply_environment``
+here, where the unit tests call it, and the rendered module runs the same source.
+
 Every error names the role variable it comes from and what would be accepted,
 and all problems are reported together so that one run shows every fix to make.
 """
@@ -14,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import inspect
+import json
 import re
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import family_of
@@ -290,3 +296,25 @@ def build_environment(
         "force": forced,
         "nccl_profile": {"name": profile, "reason": reason},
     }
+
+
+def apply_environment(environ, environment, force):
+    """Set the rendered values in environ. A value already there wins, so that one run can still override it,
+    except for the names in force, whose rendered value always replaces it."""
+    for name, value in environment.items():
+        if name in force or name not in environ:
+            environ[name] = value
+
+
+def module_code(settings):
+    """The Python code of the rendered hook module that applies ``settings`` (what build_environment returns):
+    the values, the forced names, and apply_environment's own source, which the module calls with os.environ.
+
+    The module runs in the virtualenv's interpreter, which cannot import this collection, hence the copy of the
+    source rather than an import. A JSON object of strings is also a valid Python literal, and build_environment
+    refused every control character, so no value can end a line of the code."""
+    return "ENVIRONMENT = %s\nFORCE = frozenset(%s)\n\n\n%s" % (
+        json.dumps(settings["environment"], indent=4, sort_keys=True, ensure_ascii=False),
+        json.dumps(sorted(settings["force"])),
+        inspect.getsource(apply_environment),
+    )

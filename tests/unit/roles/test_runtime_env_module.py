@@ -1,16 +1,20 @@
-"""The Python module the runtime_env role renders, rendered by Ansible's templar and run here.
+"""The Python module the runtime_env role renders, rendered here and run against a fake environ.
 
-The rule "a value already in the environment wins, unless the name is forced" lives in that
-module; these tests render the role's template and execute the result against a fake environ.
+The rule "a value already in the environment wins, unless the name is forced" is the core's
+apply_environment (tests/unit/plugins/module_utils/test_runtime_env.py); these tests check that the
+module the role renders carries it and applies it at interpreter start-up. The template is rendered by
+Jinja with Ansible's filters and the collection's own, under the FQCN the role calls it by (Ansible's
+templar would need the collection loader, which the unit tests' plain sys.path import rules out).
 """
 import os
 import runpy
 from pathlib import Path
 
 import pytest
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+import jinja2
+from ansible.plugins.filter.core import FilterModule as AnsibleFilters
 
+from ansible_collections.blackwell.gpu_node.plugins.filter.runtime_environment import FilterModule
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import build_environment
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "roles" / "runtime_env" / "templates" / "_blackwell_gpu_node_env.py.j2"
@@ -20,9 +24,11 @@ SETTINGS = dict(cuda_home="/usr/local/cuda-13.0", triton_ptxas_path="/usr/local/
 
 def render(venv_path="/opt/ml-env", force=()):
     settings = build_environment(venv_path="/opt/ml-env", force=list(force), **SETTINGS)
-    templar = Templar(loader=DataLoader(), variables=dict(
-        ansible_managed="Ansible managed", runtime_env_venv_path=venv_path, __runtime_env_settings=settings))
-    return templar.template(trust_as_template(TEMPLATE.read_text()))
+    environment = jinja2.Environment(keep_trailing_newline=True)
+    environment.filters.update(AnsibleFilters().filters())
+    environment.filters.update(("blackwell.gpu_node." + name, function) for name, function in FilterModule().filters().items())
+    return environment.from_string(TEMPLATE.read_text()).render(
+        ansible_managed="Ansible managed", runtime_env_venv_path=venv_path, __runtime_env_settings=settings)
 
 
 def run(source, tmp_path, monkeypatch, environ):

@@ -41,3 +41,10 @@ def test_every_problem_becomes_one_filter_error():
 def test_unknown_setting_is_an_error_not_a_crash():
     with pytest.raises(AnsibleFilterError, match="runtime_environment: .*unexpected keyword argument 'venv'"):
         runtime_environment(dict(SETTINGS, venv="/opt/x"))
+
+
+def test_the_module_filter_writes_the_code_of_the_settings():
+    module = FilterModule().filters()["runtime_environment_module"]
+    code = module(runtime_environment(dict(SETTINGS, force=["CUDA_HOME"])))
+    assert code.startswith('ENVIRONMENT = {\n    "CUDA_HOME": "/usr/local/cuda-13.0",\n')
+    assert '\nFORCE = frozenset(["CUDA_HOME"])\n' in code and "\ndef apply_environment(environ, environment, force):" in code

@@ -1,5 +1,7 @@
 import os
 import socket
+import stat
+import warnings
 
 import pytest
 
@@ -7,6 +9,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower i
     MAX_BYTES_PER_CALL,
     LogFollower,
     LogPathError,
+    refuse_unless_regular,
 )
 
 
@@ -68,7 +71,7 @@ def test_truncation_in_place_restarts_from_the_beginning(tmp_path):
     with open(log, "wb") as handle:  # copytruncate
         handle.write(b"3\n")
     assert list(follower.read_lines()) == ["3"]
-    assert follower.truncations == 1
+    assert follower.truncations == 1 and follower.offset == 2
 
 
 def test_rotation_reads_the_rest_of_the_old_file_then_the_new_one(tmp_path):
@@ -87,7 +90,9 @@ def test_rotation_reads_the_rest_of_the_old_file_then_the_new_one(tmp_path):
 def test_offset_beyond_the_end_means_the_file_was_replaced(tmp_path):
     log = tmp_path / "server.log"
     append(log, b"short\n")
-    assert list(LogFollower(str(log), offset=10_000).read_lines()) == ["short"]
+    follower = LogFollower(str(log), offset=10_000)
+    assert list(follower.read_lines()) == ["short"]
+    assert follower.truncations == 1 and follower.offset == 6
 
 
 def test_moved_away_and_not_recreated_keeps_reading_the_old_file(tmp_path):
@@ -98,6 +103,9 @@ def test_moved_away_and_not_recreated_keeps_reading_the_old_file(tmp_path):
     os.rename(log, tmp_path / "server.log.1")
     append(tmp_path / "server.log.1", b"two\n")
     assert list(follower.read_lines()) == ["two"]
+    append(tmp_path / "server.log.1", b"three\n")
+    assert list(follower.read_lines()) == ["three"]
+    assert follower.rotations == 0
 
 
 @pytest.mark.parametrize("kind", ["a FIFO", "a character device", "a directory", "a socket"])
@@ -204,3 +212,136 @@ def test_a_crlf_pair_split_between_two_chunks_is_one_line_end(tmp_path, monkeypa
     log = tmp_path / "server.log"
     append(log, b"1234567\r\nnext\n")
     assert list(LogFollower(str(log)).read_lines()) == ["1234567", "next"]
+
+
+def test_resuming_at_the_end_of_the_file_is_not_a_truncation(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"old run\n")
+    follower = LogFollower(str(log), offset=os.path.getsize(log))
+    assert list(follower.read_lines()) == []
+    assert follower.truncations == 0 and follower.offset == len(b"old run\n")
+    append(log, b"new run\n")
+    assert list(follower.read_lines()) == ["new run"]
+
+
+def test_the_log_is_opened_so_that_open_cannot_block(tmp_path, monkeypatch):
+    # A FIFO swapped in between the stat and the open must not block the open: O_NONBLOCK.
+    log = tmp_path / "server.log"
+    append(log, b"one\n")
+    flags = []
+    real_open = os.open
+
+    def recording_open(path, flag, *args):
+        flags.append(flag)
+        return real_open(path, flag, *args)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    assert list(LogFollower(str(log)).read_lines()) == ["one"]
+    assert flags and all(flag & os.O_NONBLOCK for flag in flags)
+
+
+def test_reading_is_unbuffered_and_warns_about_nothing(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"one\n")
+    follower = LogFollower(str(log))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(follower.read_lines()) == ["one"]
+        follower.close()
+
+
+def test_a_path_that_stops_being_readable_while_followed_names_log_path(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "server.log"
+    append(log, b"one\n")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["one"]
+    os.rename(folder, tmp_path / "logs.old")
+    (tmp_path / "logs").write_text("a file where the folder was")
+    with pytest.raises(LogPathError) as refused:
+        list(follower.read_lines())
+    assert str(refused.value) == "log_path %s cannot be read: Not a directory" % log
+
+
+def test_an_empty_first_line_is_a_line(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"\nready\n")
+    assert list(LogFollower(str(log)).read_lines()) == ["", "ready"]
+
+
+def test_closing_and_reading_again_resumes_at_the_offset(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"one\n")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["one"]
+    follower.close()
+    append(log, b"two\n")
+    assert list(follower.read_lines()) == ["two"]
+
+
+def test_the_documented_bounds_are_the_defaults(tmp_path):
+    # wait_for_server's documentation: lines kept up to 64 KiB, at most 4 MiB or 20000 lines per poll.
+    follower = LogFollower(str(tmp_path / "server.log"))
+    assert (follower.max_line_bytes, follower.max_bytes_per_call, follower.max_lines_per_call) == (
+        64 * 1024, 4 * 1024 * 1024, 20000)
+
+
+def test_a_line_of_64_kib_is_kept_whole_and_one_byte_more_is_cut(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"x" * 65536 + b"\n" + b"y" * 65537 + b"\n")
+    assert list(LogFollower(str(log)).read_lines()) == ["x" * 65536, "y" * 65536 + " [... 1 bytes cut]"]
+
+
+@pytest.mark.parametrize("mode,kind", [(stat.S_IFBLK, "a block device"), (0, "not a regular file")])
+def test_the_refusal_names_the_kind_and_the_fix(mode, kind):
+    with pytest.raises(LogPathError) as refused:
+        refuse_unless_regular("/var/log/x", mode)
+    assert str(refused.value) == (
+        "log_path /var/log/x is %s, not a regular file: only regular files are followed as logs (reading anything "
+        "else can block or never end); point log_path at the file the server writes its output to" % kind)
+
+
+def test_every_truncation_is_counted(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"one\ntwo\n")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["one", "two"]
+    for expected in (1, 2):
+        with open(log, "wb") as handle:
+            handle.write(b"x\n")
+        assert list(follower.read_lines()) == ["x"]
+        append(log, b"longer than before\n")
+        assert list(follower.read_lines()) == ["longer than before"]
+        assert follower.truncations == expected
+    follower.close()
+    with open(log, "wb") as handle:  # truncated while closed: found when it is opened again
+        handle.write(b"y\n")
+    assert list(follower.read_lines()) == ["y"]
+    assert follower.truncations == 3
+
+
+def test_after_a_truncation_an_empty_first_line_is_a_line(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"first\r")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["first"]
+    with open(log, "wb") as handle:  # shorter than what was read: a truncation
+        handle.write(b"\nx\n")
+    assert list(follower.read_lines()) == ["", "x"]
+
+
+def test_a_call_with_budget_left_is_not_behind(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"abc\n")
+    follower = LogFollower(str(log), max_bytes_per_call=5, max_lines_per_call=2)
+    assert list(follower.read_lines()) == ["abc"]
+    assert follower.behind is False
+
+
+def test_a_call_that_used_its_whole_line_budget_is_behind_and_the_next_one_reads_on(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"a\n")
+    follower = LogFollower(str(log), max_lines_per_call=1)
+    assert list(follower.read_lines()) == ["a"] and follower.behind is True
+    assert list(follower.read_lines()) == [] and follower.behind is False

@@ -1,5 +1,7 @@
 import configparser
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,20 @@ def test_every_pin_is_in_the_constraints_that_the_virtualenvs_pip_conf_names():
     constraints = [pip_conf.get(section, "constraint") for section in ("global", "install")
                    if pip_conf.has_option(section, "constraint")]
     assert constraints == [plan["files"]["constraints"]] == ["%s/ml-stack-constraints.txt" % plan["venv_dir"]]
+
+
+def test_pip_itself_reads_the_constraints_from_the_virtualenvs_pip_conf(tmp_path):
+    # pip's own option parser for `pip install`, fed only this file: a section pip does not read for install
+    # ([pip], [installs]) leaves the constraints unset, and an eager install then replaces torch.
+    plan = plan_of()
+    (tmp_path / "pip.conf").write_text(plan["pip_conf"])
+    isolated = dict(PATH="/usr/bin:/bin", HOME=str(tmp_path), XDG_CONFIG_DIRS=str(tmp_path / "none"),
+                    PIP_CONFIG_FILE=str(tmp_path / "pip.conf"))
+    seen = subprocess.run(
+        [sys.executable, "-c", "from pip._internal.commands import create_command; "
+         "print('\\n'.join(create_command('install').parse_args([])[0].constraints))"],
+        env=isolated, capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
+    assert seen == [plan["files"]["constraints"]]
 
 
 def test_pip_conf_names_a_constraints_path_with_ini_syntax_in_it_as_it_is():

@@ -120,6 +120,17 @@ def test_gpu_count_and_parallel_sizes():
         "per node, but this host has 7: lower the parallel sizes or add nodes."]
 
 
+def test_the_pipeline_size_counts_towards_the_gpus_per_node():
+    # tp 4 x pp 2 is 8 ranks: on 4 GPUs two ranks would share a GPU.
+    gpu = dict(REFERENCE_GPU, gpus=REFERENCE_GPU["gpus"][:4], count=4)
+    report = evaluate(settings(tensor_parallel_size=4, pipeline_parallel_size=2), CU130, observed(gpu=gpu))
+    assert report["problems"] == [
+        "preflight_tensor_parallel_size=4 x preflight_pipeline_parallel_size=2 over preflight_nnodes=1 needs 8 GPU(s) "
+        "per node, but this host has 4: lower the parallel sizes or add nodes."]
+    fits = evaluate(settings(tensor_parallel_size=2, pipeline_parallel_size=2), CU130, observed(gpu=gpu))
+    assert "tp 2 x pp 2 over 1 node(s) fits 4 GPU(s)" in fits["checked"] and fits["ok"] is True
+
+
 def test_parallel_sizes_split_over_nodes():
     peers = [dict(host="gpu0%d" % n, nnodes=2, node_rank=n, dist_init_addr="10.0.0.1:5000") for n in range(2)]
     two_nodes = settings(tensor_parallel_size=16, nnodes=2, node_rank=0, dist_init_addr="10.0.0.1:5000")

@@ -2,7 +2,9 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
     RuntimeEnvError,
+    apply_environment,
     build_environment,
+    module_code,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
@@ -126,19 +128,22 @@ def test_nccl_proto_refused(value, bad):
 
 
 @pytest.mark.parametrize(
-    "value", ["Ring", "tree,ring", "^NVLS", "NVLSTree", "PAT", "CollnetDirect", "allreduce:tree,ring;broadcast:ring"]
+    "value", ["Ring", "tree,ring", "^NVLS", "NVLSTree", "PAT", "CollnetDirect", "CollnetChain",
+              "allreduce:tree,ring;broadcast:ring"]
 )
 def test_nccl_algo_accepted(value):
     assert build(nccl_overrides={"NCCL_ALGO": value})["environment"]["NCCL_ALGO"] == value
 
 
-@pytest.mark.parametrize("value,bad", [("Star", "Star"), ("allreduce:ring;broadcast:mesh", "mesh")])
+@pytest.mark.parametrize("value,bad", [("Star", "Star"), ("allreduce:ring;broadcast:mesh", "mesh"),
+                                       # One collective per part: a second ':' is part of the list, and no name.
+                                       ("allreduce:ring:tree", "ring:tree")])
 def test_nccl_algo_refused(value, bad):
     (problem,) = problems(nccl_overrides={"NCCL_ALGO": value})
     assert problem.startswith("runtime_env_nccl_overrides.NCCL_ALGO: %r is not one of Ring, Tree," % bad)
 
 
-@pytest.mark.parametrize("value", ["LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "sys", 0, 5])
+@pytest.mark.parametrize("value", ["LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "sys", 0, 1, 2, 3, 4, 5])
 def test_nccl_p2p_level_accepted(value):
     assert build(nccl_overrides={"NCCL_P2P_LEVEL": value})["environment"]["NCCL_P2P_LEVEL"] == str(value)
 
@@ -184,6 +189,8 @@ def test_invalid_variable_names_are_refused(name):
     [
         ("CUDA_HOME", "set it with runtime_env_cuda_home instead"),
         ("SGLANG_DISABLE_CUDNN_CHECK", "set it with runtime_env_sglang_disable_cudnn_check instead"),
+        ("TRITON_PTXAS_PATH", "set it with runtime_env_triton_ptxas_path instead"),
+        ("FLASHINFER_DISABLE_VERSION_CHECK", "set it with runtime_env_flashinfer_disable_version_check instead"),
         ("NCCL_DEBUG", "set NCCL variables with runtime_env_nccl_overrides instead"),
     ],
 )
@@ -207,8 +214,9 @@ def test_cuda_paths_must_be_absolute():
 
 def test_force_names_rendered_variables_only():
     assert build(force=["NCCL_PROTO", "NCCL_PROTO", "CUDA_HOME"])["force"] == ["CUDA_HOME", "NCCL_PROTO"]
-    (problem,) = problems(force=["NOT_RENDERED"])
-    assert problem.startswith("runtime_env_force: 'NOT_RENDERED' is not a variable this role renders; rendered: ")
+    (problem,) = problems(force=["NOT_RENDERED"], nccl_profile="none")
+    assert problem == ("runtime_env_force: 'NOT_RENDERED' is not a variable this role renders; rendered: CUDA_HOME, "
+                       "FLASHINFER_DISABLE_VERSION_CHECK, SGLANG_DISABLE_CUDNN_CHECK, TRITON_PTXAS_PATH")
 
 
 def test_every_problem_is_reported_at_once():
@@ -281,3 +289,72 @@ def test_profile_names_of_any_type_are_listed_not_a_crash():
 def test_the_virtualenv_path_is_optional_for_the_filter_on_its_own():
     settings = dict(cuda_home="/c", triton_ptxas_path="/c/bin/ptxas", nccl_profile="none", nccl_profiles=PROFILES)
     assert build_environment(**settings)["environment"]["CUDA_HOME"] == "/c"
+
+
+def test_a_value_already_in_the_environment_wins_unless_its_name_is_forced():
+    environ = {"CUDA_HOME": "/opt/cuda", "NCCL_PROTO": "Simple", "UNRELATED": "x"}
+    apply_environment(environ, {"CUDA_HOME": "/usr/local/cuda-13.0", "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
+                      frozenset(["NCCL_PROTO"]))
+    assert environ == {"CUDA_HOME": "/opt/cuda", "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "UNRELATED": "x"}
+
+
+def test_an_empty_value_in_the_environment_still_wins():
+    # Set to "" on purpose is set: only an absent name takes the rendered value.
+    environ = {"NCCL_ALGO": ""}
+    apply_environment(environ, {"NCCL_ALGO": "Ring"}, frozenset())
+    assert environ == {"NCCL_ALGO": ""}
+
+
+def run_module_code(settings, environ):
+    """Execute the code as the rendered module does: its definitions, then the call the template makes."""
+    exec(compile(module_code(settings) + "\napply_environment(environ, ENVIRONMENT, FORCE)\n", "<module>", "exec"),
+         {"environ": environ})
+    return environ
+
+
+def test_the_module_code_carries_the_values_the_forced_names_and_the_rule():
+    settings = build(force=["NCCL_PROTO"], extra_env={"QUOTE": "it's \\ \"x\" \u00e9"})
+    environ = run_module_code(settings, {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Tree"})
+    assert environ == dict(settings["environment"], NCCL_ALGO="Tree")
+    assert environ["NCCL_PROTO"] == "LL" and environ["QUOTE"] == "it's \\ \"x\" \u00e9"
+
+
+def test_the_error_text_is_one_problem_a_line():
+    with pytest.raises(RuntimeEnvError) as raised:
+        build(cuda_home="cuda", triton_ptxas_path="ptxas")
+    assert str(raised.value).splitlines() == raised.value.problems and len(raised.value.problems) == 2
+
+
+@pytest.mark.parametrize("name", ["NCCL_BUFFSIZE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"])
+def test_one_is_a_positive_integer(name):
+    assert build(nccl_profile="none", nccl_overrides={name: 1})["environment"][name] == "1"
+
+
+def test_profiles_that_are_not_a_mapping_list_no_known_profile():
+    assert problems(nccl_profiles=["pcie_blackwell"]) == [
+        "runtime_env_nccl_profile: 'pcie_blackwell' is not a known NCCL profile; known: none "
+        "(add one to runtime_env_nccl_profiles)"]
+
+
+def test_extra_env_that_is_not_a_mapping_is_refused():
+    assert problems(extra_env=["HF_HUB_OFFLINE=1"]) == [
+        "runtime_env_extra_env: must be a mapping of variable names to values"]
+
+
+def test_a_bad_layer_or_entry_does_not_hide_the_problems_after_it():
+    # Every problem at once: a profile that is not a mapping, then overrides with a bad name, a removal and
+    # bad values after them, are all reported.
+    assert problems(nccl_profile="bad", nccl_profiles={"bad": ["NCCL_PROTO=LL"]},
+                    nccl_overrides={"CUDA_VISIBLE_DEVICES": "0", "NCCL_PROTO": None, "NCCL_NTHREADS": 3}) == [
+        "runtime_env_nccl_profiles.bad: must be a mapping of NCCL variable names to values",
+        "runtime_env_nccl_overrides.CUDA_VISIBLE_DEVICES: only NCCL_* variables belong here; "
+        "put others in runtime_env_extra_env",
+        "runtime_env_nccl_overrides.NCCL_NTHREADS: '3' is not one of 64, 128, 256, 512"]
+
+
+def test_the_module_code_is_the_same_text_for_the_same_settings():
+    # The text is the rendered file's content: any change to it (indentation, order, escaping) rewrites the module
+    # on every host and restarts every server, whose digest covers it.
+    code = module_code({"environment": {"NCCL_PROTO": "LL", "HF_HOME": "/srv/hf é"}, "force": ["NCCL_PROTO"]})
+    assert code.split("\n\n\n")[0] == (
+        'ENVIRONMENT = {\n    "HF_HOME": "/srv/hf é",\n    "NCCL_PROTO": "LL"\n}\nFORCE = frozenset(["NCCL_PROTO"])')

@@ -62,6 +62,23 @@ def test_harmless_lines_do_not_fail(line):
         "[2026-01-01 12:00:00] ERROR:   [Errno 98] error while attempting to bind on address "
         "('127.0.0.1', 30000): address already in use",
         "Fatal Python error: Segmentation fault",
+        # Each of these matches one fatal pattern only, so that each pattern is needed.
+        "[2026-01-01 12:00:00 TP0] Scheduler hit an exception: see the lines above",
+        "[2026-01-01 12:00:00] DetokenizerManager hit an exception: see the lines above",
+        "[2026-01-01 12:00:00] TokenizerManager hit an exception: see the lines above",
+        "[2026-01-01 12:00:00] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "Fatal Python error: Aborted",
+        "/bin/sh: line 1:  4242 Segmentation fault      python3 -m sglang.launch_server",
+        "Aborted (core dumped)",
+        "[2026-01-01 12:00:00 TP1] CUDA out of memory. Tried to allocate 2.00 GiB",
+        "[2026-01-01 12:00:00 TP1] caught torch.OutOfMemoryError in the warm-up",
+        "[2026-01-01 12:00:00 TP1] CUDA error: an illegal memory access was encountered",
+        "[2026-01-01 12:00:00 TP1] NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled cuda error",
+        "[2026-01-01 12:00:00 TP1] Call to CUDA function failed: ncclUnhandledCudaError",
+        "[2026-01-01 12:00:00 TP1] init failed with ncclSystemError",
+        "[2026-01-01 12:00:00 TP1] init failed with ncclInternalError",
+        "[2026-01-01 12:00:00 TP1] init failed with ncclInvalidUsage",
+        "[2026-01-01 12:00:00 TP1] peer failed: ncclRemoteError",
     ],
 )
 def test_fatal_lines_without_traceback_fail(line):
@@ -100,6 +117,7 @@ def test_interleaved_traceback_is_reported_whole_and_alone():
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
     ]
     report = failure.as_dict()
+    assert report["traceback"].split("\n") == failure.lines
     assert report["cause"].startswith("[TP3] torch.OutOfMemoryError")
     assert report["diagnosis"]["id"] == "cuda_out_of_memory"
 
@@ -259,3 +277,46 @@ def test_the_failures_own_lines_outrank_a_known_cause_named_earlier_in_the_log()
     ], final=True)
     context = ["[2026-01-01 12:00:00] WARNING: SGLANG_DISABLE_CUDNN_CHECK is set; skipping the cuDNN check"]
     assert classifier.failure.as_dict(context=context)["diagnosis"]["id"] == "cuda_out_of_memory"
+
+
+def test_a_blank_line_inside_a_traceback_is_not_its_exception_line():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "",
+             "RuntimeError: the real cause"]
+    failure = classify(lines).failure
+    assert failure.cause == "RuntimeError: the real cause"
+    assert failure.as_dict()["ranks"] == ""
+
+
+def test_a_cut_off_traceback_is_named_by_its_opening_as_it_is():
+    lines = ["[2026-01-01 12:00:00 TP0] Worker X: Traceback (most recent call last):", '  File "a.py", line 1']
+    failure = classify(lines, final=True).failure
+    assert failure.cause == "Worker X (traceback cut off before its exception line)"
+    assert failure.as_dict()["ranks"] == "TP0"
+
+
+def test_a_line_indented_by_one_space_is_quoted_source_not_a_failure():
+    assert classify([" raise RuntimeError('CUDA error: %s' % reason)"], final=True).failure is None
+
+
+def test_the_context_is_read_line_by_line_for_a_diagnosis():
+    # The argparse entry matches at the start of a line only: an indented quote of such a line is no cause.
+    failure = classify(["Fatal Python error: Aborted"], final=True).failure
+    context = ["usage: launch_server.py [-h]", "  launch_server.py: error: unrecognized arguments: --x"]
+    assert failure.as_dict(context=context)["diagnosis"] is None
+
+
+def test_output_after_a_closed_traceback_does_not_join_it():
+    classifier = classify(["[2026-01-01 12:00:00 TP0] Traceback (most recent call last):", '  File "a.py", line 1',
+                           "RuntimeError: first", "[2026-01-01 12:00:01 TP0] shutting down"])
+    reported = list(classifier.failure.lines)
+    classifier.feed("plain output of another process")
+    classifier.end_of_data(final=True)
+    assert classifier.failure.lines == reported == [
+        "Traceback (most recent call last):", '  File "a.py", line 1', "RuntimeError: first"]
+
+
+def test_end_of_data_waits_for_a_cut_traceback_by_default():
+    classifier = StartupClassifier()
+    classifier.feed("Traceback (most recent call last):")
+    classifier.end_of_data()
+    assert classifier.failure is None

@@ -390,6 +390,30 @@ def test_process_start_time_is_field_22_of_stat():
         child.wait()
 
 
+def fake_stat(pid, start_time, comm="python3"):
+    """A /proc/<pid>/stat line as the kernel writes it: itrealvalue (field 21) is always 0, starttime is field 22."""
+    fields = ["S", "1", str(pid), str(pid), "0", "-1", "4194560", "100", "0", "0", "0", "5", "2", "0", "0", "20",
+              "0", "1", "0", str(start_time), "12345678", "2048"] + ["0"] * 30
+    return "%d (%s) %s\n" % (pid, comm, " ".join(fields))
+
+
+def test_a_reused_pid_with_another_start_time_is_not_our_server(tmp_path):
+    # The start time is read from the kernel's own line, not invented by the test: a process that gets the server's
+    # pid later has another field 22, and must not be taken for the server (stop would signal it).
+    pid = 4321
+    (tmp_path / str(pid)).mkdir()
+    (tmp_path / str(pid) / "status").write_text("Name:\tpython3\nUid:\t%d\t%d\t%d\t%d\n" % ((os.getuid(),) * 4))
+    (tmp_path / str(pid) / "cmdline").write_bytes(b"sleep\x0030\x00")
+    (tmp_path / str(pid) / "stat").write_text(fake_stat(pid, 8150432, comm="a) b (c"))
+    assert core.process_start_time(pid, proc_root=str(tmp_path)) == 8150432
+    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    state = {"pid": pid, "start_time": 8150432, "argv": ["sleep", "30"], "env_digest": "", "log_path": "/l",
+             "offset": 0, "boot_id": "this-boot", "uid": os.getuid()}
+    assert instance.running(state, proc_root=str(tmp_path), boot="this-boot")
+    (tmp_path / str(pid) / "stat").write_text(fake_stat(pid, 9260001))
+    assert not instance.running(state, proc_root=str(tmp_path), boot="this-boot")
+
+
 def test_group_members_and_terminate(tmp_path):
     leader = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"], start_new_session=True)
     deadline = time.monotonic() + 5
