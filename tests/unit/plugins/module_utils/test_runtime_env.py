@@ -332,8 +332,8 @@ def test_one_is_a_positive_integer(name):
 
 def test_profiles_that_are_not_a_mapping_list_no_known_profile():
     assert problems(nccl_profiles=["pcie_blackwell"]) == [
-        "runtime_env_nccl_profile: 'pcie_blackwell' is not a known NCCL profile; known: none "
-        "(add one to runtime_env_nccl_profiles)"]
+        "runtime_env_nccl_profile: 'pcie_blackwell' is not a known NCCL profile; known: none, "
+        "or auto to choose by the host's GPUs (add one to runtime_env_nccl_profiles)"]
 
 
 def test_extra_env_that_is_not_a_mapping_is_refused():
