@@ -40,3 +40,11 @@ def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_ro
     rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
                          if "ansible.builtin.include_role" in task]
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
+
+
+def test_no_playbook_wires_the_roles_together():
+    """The roles read the shared settings themselves: a team's own playbook needs no file copied from ours."""
+    assert not (PLAYBOOKS / "vars" / "wiring.yml").exists()
+    for playbook in sorted(PLAYBOOKS.glob("*.yml")):
+        for play in yaml.safe_load(playbook.read_text()):
+            assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml"}, playbook.name
