@@ -6,7 +6,6 @@ Nothing on this machine is changed.
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 

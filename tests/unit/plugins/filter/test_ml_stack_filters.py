@@ -7,8 +7,8 @@ FILTERS = FilterModule().filters()
 
 
 def test_the_filters_are_registered():
-    assert sorted(FILTERS) == ["ml_stack_decision", "ml_stack_dependencies", "ml_stack_plan", "ml_stack_prune",
-                            "ml_stack_verdict"]
+    assert sorted(FILTERS) == [
+        "ml_stack_decision", "ml_stack_dependencies", "ml_stack_plan", "ml_stack_prune", "ml_stack_verdict"]
 
 
 SETTINGS = {"venv_path": "/srv/ml-env", "python": "/usr/bin/python3", "wheelhouse_path": "/srv/wheels",
