@@ -9,6 +9,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+    build_decision,
     build_plan,
     dependencies,
     prune_plan,
@@ -34,6 +35,13 @@ def ml_stack_verdict(plan, observed, gpus_required=True):
         raise AnsibleFilterError("ml_stack_verdict: incomplete input, %s: %s" % (type(exc).__name__, exc))
 
 
+def ml_stack_decision(plan, venv, inspected, venv_owner):
+    try:
+        return build_decision(plan, venv, inspected, venv_owner)
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("ml_stack_decision: incomplete input, %s: %s" % (type(exc).__name__, exc))
+
+
 def ml_stack_prune(venv_path, candidates, keep, protected):
     return prune_plan(venv_path, candidates, keep, protected)
 
@@ -44,5 +52,6 @@ class FilterModule(object):
             "ml_stack_plan": ml_stack_plan,
             "ml_stack_dependencies": ml_stack_dependencies,
             "ml_stack_verdict": ml_stack_verdict,
+            "ml_stack_decision": ml_stack_decision,
             "ml_stack_prune": ml_stack_prune,
         }

@@ -634,6 +634,31 @@ def verdict(plan, observed, gpus_required=True):
     return result
 
 
+def build_decision(plan, venv, inspected, venv_owner):
+    """Whether the profile's virtualenv must be built (or repaired), and why; nothing is asked of an index here.
+
+    venv: {"exists", "owner"} of the plan's venv_dir (owner: its owner's name). inspected: what inspect_stack.py
+    reported on it (versions, direct_urls, marker), or {"error": what its interpreter wrote} when it did not run;
+    ignored when the virtualenv does not exist. venv_owner: ml_stack_venv_owner (None: whoever runs the role).
+    Returns new (there is none yet), build, chown (one built by an earlier release as root is handed to its owner
+    and repaired) and the reasons for a build.
+    """
+    foreign_owner = venv["owner"] if venv["exists"] and venv_owner is not None and venv["owner"] != venv_owner else None
+    if not venv["exists"]:
+        exact, reasons = False, ["there is no %s" % plan["venv_dir"]]
+    elif "error" in inspected:
+        exact, reasons = False, ["its interpreter does not run: %s" % inspected["error"]]
+    else:
+        state = verdict(plan, {"state": inspected, "marker": inspected.get("marker")})
+        exact, reasons = state["exact"], list(state["problems"])
+        if not exact and not reasons:
+            reasons.append("it is not marked complete for this profile")
+    if foreign_owner is not None:
+        reasons.append("it belongs to %s, not to ml_stack_venv_owner=%s" % (foreign_owner, venv_owner))
+    return {"new": not venv["exists"], "build": not exact or foreign_owner is not None,
+            "chown": foreign_owner is not None, "reasons": reasons}
+
+
 def prune_plan(venv_path, candidates, keep, protected):
     """Which old per-profile virtualenvs beside the stable path to remove, keeping the `keep` newest.
 

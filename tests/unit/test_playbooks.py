@@ -47,3 +47,24 @@ def test_diagnose_reads_every_node_at_once_and_reports_on_the_controller():
     assert diagnose["strategy"] == "free" and "serial" not in diagnose
     write = next(task for task in report["tasks"] if "ansible.builtin.copy" in task)
     assert write["delegate_to"] == "localhost" and write["run_once"] is True
+
+
+def test_no_playbook_wires_the_roles_together():
+    """The roles read the shared settings themselves: a team's own playbook needs no file copied from ours."""
+    assert not (PLAYBOOKS / "vars" / "wiring.yml").exists()
+    for playbook in sorted(PLAYBOOKS.glob("*.yml")):
+        for play in yaml.safe_load(playbook.read_text()):
+            assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml"}, playbook.name
+
+
+def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
+    """Ansible runs a role once per play only when every listing is the same, tags included: listed with tags, it
+    ran a second time as ml_stack's dependency. Its stage tags live on its tasks instead."""
+    for name in ("site.yml", "provision.yml"):
+        (play,) = plays(name)
+        assert {"role": "blackwell.gpu_node.service_user"} in play["roles"], name
+    for role in ("ml_stack", "sglang_server"):
+        meta = yaml.safe_load((PLAYBOOKS.parent / "roles" / role / "meta" / "main.yml").read_text())
+        assert {"role": "blackwell.gpu_node.service_user"} in meta["dependencies"], role
+    (tasks,) = yaml.safe_load((PLAYBOOKS.parent / "roles" / "service_user" / "tasks" / "main.yml").read_text())
+    assert set(tasks["tags"]) == {"service_user", "ml_stack"}

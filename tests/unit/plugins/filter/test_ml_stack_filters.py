@@ -7,7 +7,8 @@ FILTERS = FilterModule().filters()
 
 
 def test_the_filters_are_registered():
-    assert sorted(FILTERS) == ["ml_stack_dependencies", "ml_stack_plan", "ml_stack_prune", "ml_stack_verdict"]
+    assert sorted(FILTERS) == [
+        "ml_stack_decision", "ml_stack_dependencies", "ml_stack_plan", "ml_stack_prune", "ml_stack_verdict"]
 
 
 SETTINGS = {"venv_path": "/srv/ml-env", "python": "/usr/bin/python3", "wheelhouse_path": "/srv/wheels",
@@ -31,3 +32,8 @@ def test_incomplete_verdict_input_is_a_filter_error_not_a_crash():
 
 def test_dependencies_filter_keeps_what_is_not_pinned():
     assert FILTERS["ml_stack_dependencies"](["torch==2.9.1", "uvicorn"], ["torch"]) == ["uvicorn"]
+
+
+def test_incomplete_decision_input_is_a_filter_error_not_a_crash():
+    with pytest.raises(AnsibleFilterError, match=r"ml_stack_decision: incomplete input, KeyError: 'exists'"):
+        FILTERS["ml_stack_decision"]({}, {}, {}, None)

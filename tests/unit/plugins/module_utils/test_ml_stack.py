@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+    build_decision,
     PIP_OPTIONS,
     build_plan,
     classify_pip_check,
@@ -457,6 +458,49 @@ def test_another_version_or_build_is_not_exact_and_says_why(changes, expected):
     result = verdict(plan, {"state": installed(plan, **changes), "marker": plan["marker"]})
     assert not result["exact"]
     assert expected in result["problems"]
+
+
+# The decision, before any index is asked.
+
+OWNED = {"exists": True, "owner": "sglang"}
+
+
+def test_an_exactly_installed_virtualenv_of_its_owner_is_left_alone():
+    plan = plan_of()
+    assert build_decision(plan, OWNED, dict(installed(plan), marker=plan["marker"]), "sglang") == {
+        "new": False, "build": False, "chown": False, "reasons": []}
+
+
+def test_no_virtualenv_is_built_new():
+    plan = plan_of()
+    assert build_decision(plan, {"exists": False, "owner": None}, {}, "sglang") == {
+        "new": True, "build": True, "chown": False, "reasons": ["there is no " + plan["venv_dir"]]}
+
+
+def test_a_virtualenv_whose_interpreter_does_not_run_is_repaired_saying_what_it_wrote():
+    decision = build_decision(plan_of(), OWNED, {"error": "bin/python: No such file or directory"}, "sglang")
+    assert (decision["new"], decision["build"]) == (False, True)
+    assert decision["reasons"] == ["its interpreter does not run: bin/python: No such file or directory"]
+
+
+def test_another_version_is_repaired_naming_it_and_an_unmarked_one_says_it_is_not_complete():
+    plan = plan_of()
+    wrong = build_decision(plan, OWNED, dict(installed(plan, versions={"torch": "2.10.0"}), marker=plan["marker"]),
+                           "sglang")
+    assert wrong["build"] and wrong["reasons"] == ["torch is 2.10.0, the profile pins 2.9.1+cu130"]
+    unmarked = build_decision(plan, OWNED, dict(installed(plan), marker=None), "sglang")
+    assert unmarked["build"] and unmarked["reasons"] == ["it is not marked complete for this profile"]
+
+
+def test_one_built_as_root_by_an_earlier_release_is_handed_to_its_owner():
+    plan = plan_of()
+    decision = build_decision(plan, {"exists": True, "owner": "root"}, dict(installed(plan), marker=plan["marker"]),
+                              "sglang")
+    assert decision == {"new": False, "build": True, "chown": True,
+                        "reasons": ["it belongs to root, not to ml_stack_venv_owner=sglang"]}
+    # Without an owner setting, whoever runs the role owns it.
+    assert not build_decision(plan, {"exists": True, "owner": "root"}, dict(installed(plan), marker=plan["marker"]),
+                              None)["build"]
 
 
 def test_verification_passes_and_explains_the_deliberate_pip_check_lines():

@@ -18,7 +18,15 @@ ROOT = Path(__file__).resolve().parents[4]
 PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
 CU130 = resolve("cu130", PROFILES)
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
+# The defaults that follow another role's setting (the server's options, ml_stack's virtualenv), as they resolve
+# where that setting is unset.
+FOLLOWED = dict(tensor_parallel_size=1, nnodes=1, node_rank=0, dist_init_addr=None, model_path=None,
+                model_is_hub_id=False, venv_path=None, venv_python="/usr/bin/python3", service_user_name="sglang",
+                service_user_create=True, host="127.0.0.1", port=30000, server_name="sglang",
+                server_state_dir="/var/lib/blackwell-gpu-node")
 SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
+assert sorted(name for name, value in SETTINGS.items() if "{{" in str(value)) == sorted(FOLLOWED)
+SETTINGS.update(FOLLOWED)
 
 # The reference box: 8x RTX PRO 6000 Blackwell (compute capability 12.0) on PCIe, open kernel module.
 RTX_PRO_6000 = dict(index=0, name="NVIDIA RTX PRO 6000 Blackwell Server Edition", uuid="GPU-x",
