@@ -21,13 +21,15 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait \
+.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade ml-stack-real device-evidence
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
 	@echo "make demo   provision a container as a GPU node with the site playbook and serve SGLang on it (stand-ins: see README)"
 	@echo "make build  build the collection tarball"
+	@echo "make docs   build the documentation site (antsibull-docs, Sphinx) into .build/docs"
+	@echo "make ee     build the execution environment and run site in it against the demo node, as AWX does"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
@@ -52,6 +54,15 @@ toolchain: $(BIN)/.toolchain $(COLLECTION)
 lint: toolchain
 	ansible-lint
 	antsibull-changelog lint
+	antsibull-docs lint-collection-docs --plugin-docs .
+
+# The documentation site (antsibull-docs and Sphinx), in .build/docs/build/html; not part of `make test`.
+DOCS := $(CURDIR)/.build/docs
+docs: toolchain
+	rm -rf $(DOCS) && mkdir -p $(DOCS)
+	antsibull-docs sphinx-init --use-current --lenient --dest-dir $(DOCS) blackwell.gpu_node
+	cd $(DOCS) && ./build.sh
+	@echo "The site: $(DOCS)/build/html/index.html"
 
 $(GET_PIP_CACHE): tests/sanity/get_pip.py
 	mkdir -p $(dir $@)
@@ -72,7 +83,8 @@ units: toolchain
 integration: toolchain
 	pytest tests/integration
 
-# The built tarball installs, and its role and filter resolve by FQCN outside the checkout.
+# The built tarball ships what it must and nothing test-only, Galaxy's importer passes it, it installs, and its
+# role and filter resolve by FQCN outside the checkout.
 installed: toolchain
 	tests/installed/run.sh
 
