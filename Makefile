@@ -92,14 +92,16 @@ engine:
 	tests/fixtures/docker-engine.sh
 
 # The scenarios name their images and fixture repositories through these variables (each is
-# built once and named by a digest of what it is built from).
-FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
-	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
-	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
+# built once and named by a digest of what it is built from). The demo and the EE need only the
+# Debian 12 image and the two fixture repositories: a cold `make demo` builds nothing else.
+DEMO_FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
 	BLACKWELL_CUDA_REPO=$$(tests/fixtures/cuda_apt_repo/build.sh); \
 	BLACKWELL_STACK_INDEX=$$(tests/fixtures/stack_index/build.sh); \
-	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD BLACKWELL_CUDA_REPO \
-	BLACKWELL_STACK_INDEX
+	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_CUDA_REPO BLACKWELL_STACK_INDEX
+FIXTURES = $(DEMO_FIXTURES); \
+	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
+	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
+	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD
 
 molecule: toolchain engine
 	$(FIXTURES); molecule test --all
@@ -110,7 +112,12 @@ ml-stack-real: toolchain engine
 	$(FIXTURES); MOLECULE_GLOB='tests/molecule_real/*/molecule.yml' molecule test -s ml_stack_real
 
 demo: toolchain engine
-	$(FIXTURES); tests/demo.sh
+	$(DEMO_FIXTURES); tests/demo.sh
+
+# The execution environment, built here and running site against a fresh demo node through ansible-runner, as AWX
+# runs a job; not part of `make test` (minutes).
+ee: toolchain engine
+	$(DEMO_FIXTURES); tests/ee/run.sh
 
 # Benchmarks print their numbers side by side with the alternative; not part of `make test`.
 bench-wait: toolchain
@@ -140,5 +147,5 @@ lock:
 
 clean:
 	-$(BIN)/molecule destroy --all
-	-docker rm -f blackwell-demo
+	-docker rm -f blackwell-demo blackwell-ee-node
 	rm -rf $(VENV) .build tests/output
