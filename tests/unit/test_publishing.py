@@ -1,5 +1,7 @@
 """What Galaxy, the documentation site and the changelog read from the collection."""
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,10 @@ def test_no_changelog_entry_announces_what_antsibull_changelog_lists_itself():
     duplicates = ["%s (%s): %s" % (source, section, entry[:60]) for source, section, entry in changelog_entries()
                   if ANNOUNCES_NEW_CONTENT.search(entry)]
     assert not duplicates
+
+
+def test_the_documentation_sites_guides_are_the_readmes():
+    """docs/docsite/rst is generated from the README's sections: one text to edit, checked here."""
+    done = subprocess.run([sys.executable, str(CHECKOUT / "docs" / "docsite" / "guides.py"), "--check"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
