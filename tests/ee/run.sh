@@ -16,8 +16,10 @@ rm -rf "$work" && mkdir -p "$work/runner/inventory/group_vars" "$work/runner/env
 ansible-galaxy collection build --force --output-path "$work" >/dev/null
 mv "$work"/blackwell-gpu_node-*.tar.gz "$work/blackwell-gpu_node.tar.gz"
 # community.docker reaches the demo node, a container; the ansible package of the toolchain carries it.
-docker_collection=$(python -c 'import ansible_collections.community.docker as c, os; print(os.path.dirname(c.__file__))')
+docker_collection=$(python -c 'import ansible_collections.community.docker as c; print(list(c.__path__)[0])')
 tar -C "$(dirname "$docker_collection")" -cf "$work/community-docker.tar" docker
+# pip in the build trusts what pip trusts on this machine (a proxy's CA, say).
+cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$work/ca-certificates.crt"
 
 echo "==> Building the execution environment $image from $BLACKWELL_IMAGE_DEBIAN12"
 start=$SECONDS
