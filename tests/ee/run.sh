@@ -34,8 +34,8 @@ docker run --detach --name "$node" --network host \
   --volume "$BLACKWELL_CUDA_REPO:$BLACKWELL_CUDA_REPO:ro" --volume "$BLACKWELL_STACK_INDEX:$BLACKWELL_STACK_INDEX:ro" \
   "$BLACKWELL_IMAGE_DEBIAN12" sleep infinity >/dev/null
 
-# The job's inventory: the demo's settings, this node reached through the Docker API (the EE has no docker CLI),
-# and the offline wheelhouse on the volume mounted at /wheelhouse.
+# The job's inventory: the demo's settings, this node (reached with the docker CLI, mounted into the EE with the
+# engine's socket), and the offline wheelhouse on the volume mounted at /wheelhouse.
 cp inventory/demo/group_vars/gpu_nodes.yml "$work/runner/inventory/group_vars/gpu_nodes.yml"
 cat > "$work/runner/inventory/hosts.yml" <<YAML
 ---
@@ -44,7 +44,7 @@ all:
     gpu_nodes:
       hosts:
         $node:
-          ansible_connection: community.docker.docker_api
+          ansible_connection: community.docker.docker
           gpu_node_become: false
           ml_stack_offline: true
           ml_stack_wheelhouse_controller_path: /wheelhouse
@@ -63,6 +63,7 @@ run_site() {
     --container-volume-mount "$BLACKWELL_STACK_INDEX:$BLACKWELL_STACK_INDEX:ro" \
     --container-volume-mount "$work/wheelhouse:/wheelhouse:rw" \
     --container-volume-mount /var/run/docker.sock:/var/run/docker.sock \
+    --container-volume-mount "$(command -v docker):/usr/local/bin/docker:ro" \
     --container-option=--network=host
 }
 recap() { grep -a -E "^$node +:" "$work/runner/artifacts/$1/stdout"; }

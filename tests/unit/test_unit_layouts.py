@@ -1,4 +1,5 @@
 """The unit tests run the same way through `make units` and through `ansible-test units`."""
+import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,9 @@ def test_a_checkout_laid_out_as_ansible_collections_needs_no_build_link(tmp_path
     (collection / "tests" / "unit").mkdir(parents=True)
     shutil.copy(CHECKOUT / "tests" / "unit" / "conftest.py", collection / "tests" / "unit" / "conftest.py")
     (collection / "tests" / "unit" / "test_probe.py").write_text(PROBE)
+    # Only PATH and HOME: not the plugins and paths of the pytest (or ansible-test) running this test.
+    env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
-                         cwd=collection, capture_output=True, text=True, timeout=120, check=False)
+                         cwd=collection, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout
