@@ -53,6 +53,7 @@ cat > "$work/runner/env/envvars" <<YAML
 ---
 BLACKWELL_CUDA_REPO: $BLACKWELL_CUDA_REPO
 BLACKWELL_STACK_INDEX: $BLACKWELL_STACK_INDEX
+ANSIBLE_NOCOLOR: "1"
 YAML
 ansible-playbook -i "$work/runner/inventory" molecule/resources/prepare_model.yml >/dev/null
 
@@ -66,7 +67,8 @@ run_site() {
     --container-volume-mount "$(command -v docker):/usr/local/bin/docker:ro" \
     --container-option=--network=host
 }
-recap() { grep -a -E "^$node +:" "$work/runner/artifacts/$1/stdout"; }
+# The play's recap line of the node, colour codes taken out.
+recap() { sed 's/\x1b\[[0-9;]*m//g' "$work/runner/artifacts/$1/stdout" | grep -a -E "^$node +:"; }
 
 start=$SECONDS
 run_site first >/dev/null
