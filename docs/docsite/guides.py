@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write the documentation site's guides (docs/docsite/rst/) from the Markdown they are maintained in.
 
 The guides live in the README (and the real-hardware notes in tests/device/README.md), where a reader of the
