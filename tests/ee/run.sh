@@ -35,7 +35,8 @@ docker run --detach --name "$node" --network host \
   "$BLACKWELL_IMAGE_DEBIAN12" sleep infinity >/dev/null
 
 # The job's inventory: the demo's settings, this node (reached with the docker CLI, mounted into the EE with the
-# engine's socket), and the offline wheelhouse on the volume mounted at /wheelhouse.
+# engine's socket), and the offline wheelhouse on the volume mounted at /wheelhouse. The server listens on 30001, as
+# the demo node's has 30000 on the same host network.
 cp inventory/demo/group_vars/gpu_nodes.yml "$work/runner/inventory/group_vars/gpu_nodes.yml"
 cat > "$work/runner/inventory/hosts.yml" <<YAML
 ---
@@ -48,6 +49,8 @@ all:
           gpu_node_become: false
           ml_stack_offline: true
           ml_stack_wheelhouse_controller_path: /wheelhouse
+          # Host networking: the demo node's server has 30000.
+          sglang_server_port: 30001
 YAML
 cat > "$work/runner/env/envvars" <<YAML
 ---
