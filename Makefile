@@ -21,13 +21,15 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait \
+.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade ml-stack-real device-evidence mutation
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
 	@echo "make demo   provision a container as a GPU node with the site playbook and serve SGLang on it (stand-ins: see README)"
 	@echo "make build  build the collection tarball"
+	@echo "make docs   build the documentation site (antsibull-docs, Sphinx) into .build/docs"
+	@echo "make ee     build the execution environment and run site in it against the demo node, as AWX does"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
@@ -53,6 +55,15 @@ toolchain: $(BIN)/.toolchain $(COLLECTION)
 lint: toolchain
 	ansible-lint
 	antsibull-changelog lint
+	antsibull-docs lint-collection-docs --plugin-docs .
+
+# The documentation site (antsibull-docs and Sphinx), in .build/docs/build/html; not part of `make test`.
+DOCS := $(CURDIR)/.build/docs
+docs: toolchain
+	rm -rf $(DOCS) && mkdir -p $(DOCS)
+	antsibull-docs sphinx-init --use-current --lenient --dest-dir $(DOCS) blackwell.gpu_node
+	cd $(DOCS) && ./build.sh
+	@echo "The site: $(DOCS)/build/html/index.html"
 
 $(GET_PIP_CACHE): tests/sanity/get_pip.py
 	mkdir -p $(dir $@)
@@ -73,7 +84,8 @@ units: toolchain
 integration: toolchain
 	pytest tests/integration
 
-# The built tarball installs, and its role and filter resolve by FQCN outside the checkout.
+# The built tarball ships what it must and nothing test-only, Galaxy's importer passes it, it installs, and its
+# role and filter resolve by FQCN outside the checkout.
 installed: toolchain
 	tests/installed/run.sh
 
@@ -81,14 +93,16 @@ engine:
 	tests/fixtures/docker-engine.sh
 
 # The scenarios name their images and fixture repositories through these variables (each is
-# built once and named by a digest of what it is built from).
-FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
-	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
-	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
+# built once and named by a digest of what it is built from). The demo and the EE need only the
+# Debian 12 image and the two fixture repositories: a cold `make demo` builds nothing else.
+DEMO_FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh debian12); \
 	BLACKWELL_CUDA_REPO=$$(tests/fixtures/cuda_apt_repo/build.sh); \
 	BLACKWELL_STACK_INDEX=$$(tests/fixtures/stack_index/build.sh); \
-	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD BLACKWELL_CUDA_REPO \
-	BLACKWELL_STACK_INDEX
+	export BLACKWELL_IMAGE_DEBIAN12 BLACKWELL_CUDA_REPO BLACKWELL_STACK_INDEX
+FIXTURES = $(DEMO_FIXTURES); \
+	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
+	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
+	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD
 
 molecule: toolchain engine
 	$(FIXTURES); molecule test --all
@@ -99,7 +113,12 @@ ml-stack-real: toolchain engine
 	$(FIXTURES); MOLECULE_GLOB='tests/molecule_real/*/molecule.yml' molecule test -s ml_stack_real
 
 demo: toolchain engine
-	$(FIXTURES); tests/demo.sh
+	$(DEMO_FIXTURES); tests/demo.sh
+
+# The execution environment, built here and running site against a fresh demo node through ansible-runner, as AWX
+# runs a job; not part of `make test` (minutes).
+ee: toolchain engine
+	$(DEMO_FIXTURES); tests/ee/run.sh
 
 # Benchmarks print their numbers side by side with the alternative; not part of `make test`.
 bench-wait: toolchain
@@ -134,5 +153,5 @@ lock:
 
 clean:
 	-$(BIN)/molecule destroy --all
-	-docker rm -f blackwell-demo
+	-docker rm -f blackwell-demo blackwell-ee-node
 	rm -rf $(VENV) .build tests/output

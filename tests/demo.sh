@@ -10,6 +10,18 @@ cd "$(dirname "$0")/.."
 node=blackwell-demo
 start=$SECONDS
 
+# A node is this checkout's when it runs this checkout's image and mounts this checkout's fixtures; one made by
+# another checkout (or from older fixtures) mounts paths that are not these, and the cuda role would fail on it.
+sorted_words() { sed '/^$/d' | sort | tr '\n' ' '; }
+if image=$(docker container inspect --format '{{.Config.Image}}' "$node" 2>/dev/null); then
+  mounts=$(docker container inspect --format '{{range .Mounts}}{{println .Source}}{{end}}' "$node" | sorted_words)
+  wanted=$(printf '%s\n' "$BLACKWELL_CUDA_REPO" "$BLACKWELL_STACK_INDEX" | sorted_words)
+  if [ "$image" != "$BLACKWELL_IMAGE_DEBIAN12" ] || [ "$mounts" != "$wanted" ]; then
+    echo "==> The demo node $node is not this checkout's (image $image, mounts $mounts); recreating it"
+    docker rm -f "$node" >/dev/null
+  fi
+fi
+
 if [ "$(docker container inspect --format '{{.State.Running}}' "$node" 2>/dev/null)" = true ]; then
   echo "==> Reusing the demo node $node"
 elif docker container inspect "$node" >/dev/null 2>&1; then

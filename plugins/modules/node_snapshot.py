@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: node_snapshot
 short_description: Record which stack a GPU node runs, and put it back exactly
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:

@@ -10,7 +10,9 @@ export ANSIBLE_COLLECTIONS_PATH="$scratch/collections"
 
 cd "$checkout"
 ansible-galaxy collection build --force --output-path "$scratch"
-ansible-galaxy collection install --offline -p "$scratch/collections" "$scratch"/blackwell-gpu_node-*.tar.gz
+tarball=$(echo "$scratch"/blackwell-gpu_node-*.tar.gz)
+tests/installed/check_tarball.sh "$tarball"
+ansible-galaxy collection install --offline -p "$scratch/collections" "$tarball"
 cp tests/installed/site.yml "$scratch/"
 
 cd "$scratch"

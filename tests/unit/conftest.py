@@ -1,12 +1,29 @@
 """Make the collection importable as ansible_collections.blackwell.gpu_node.
 
-`make units` links the checkout into .build/collections; this puts that on sys.path
-so the tests import the code the way Ansible does.
+`ansible-test units` runs from a checkout that already is ansible_collections/blackwell/gpu_node and puts the
+directory above ansible_collections on sys.path itself. A plain checkout (`make units`, pytest) is not laid out
+that way: `make units` links it into .build/collections, and this puts that on sys.path, so that the tests
+import the code the way Ansible does either way.
 """
 import sys
 from pathlib import Path
 
-COLLECTIONS = Path(__file__).resolve().parents[2] / ".build" / "collections"
-if not (COLLECTIONS / "ansible_collections" / "blackwell" / "gpu_node").exists():
-    raise RuntimeError("%s is missing: run the unit tests through `make units`" % COLLECTIONS)
-sys.path.insert(0, str(COLLECTIONS))
+CHECKOUT = Path(__file__).resolve().parents[2]
+COLLECTIONS = CHECKOUT / ".build" / "collections"
+
+
+def collections_root():
+    """The directory that holds ansible_collections/blackwell/gpu_node for this checkout, or None."""
+    if CHECKOUT.parent.name == "blackwell" and CHECKOUT.parents[1].name == "ansible_collections":
+        return CHECKOUT.parents[2]
+    if (COLLECTIONS / "ansible_collections" / "blackwell" / "gpu_node").exists():
+        return COLLECTIONS
+    return None
+
+
+ROOT = collections_root()
+if ROOT is None:
+    raise RuntimeError("%s is missing: run the unit tests through `make units` (or `ansible-test units` from "
+                       "an ansible_collections/blackwell/gpu_node checkout)" % COLLECTIONS)
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
