@@ -187,9 +187,9 @@ kernel:
       type: float
     oom_kills:
       description: The OOM killer's kills since the launch (the first 50), each with C(pid), C(name), C(scope)
-        (V(system) or V(memory cgroup)), C(anon_rss_kb), C(time), C(line) and C(server): how it was matched to
-        the server, V(pid), V(sglang process title) or V(process name) (the server's interpreter's name, which
-        another process can share), or V(false).
+        (V(system) or V(memory cgroup)), C(anon_rss_kb), C(time), C(line) and C(server), which says how it was
+        matched to the server, V(pid), V(sglang process title) or V(process name) (the server's interpreter's name,
+        which another process can share), or V(false).
       type: list
       elements: dict
     xids:
