@@ -96,7 +96,14 @@ def check_gpus(report, settings, profile, gpu):
         len(gpus), ", ".join(names), ", ".join(sorted(set(item["compute_capability"] or "?" for item in gpus)))))
 
     branch, minimum = driver_branch(gpu["driver_version"]), profile["cuda"]["driver_branch_min"]
-    if branch is None or branch < minimum:
+    if (branch is None or branch < minimum) and settings.get("driver_install"):
+        # The cuda role installs the profile's branch later in the same run: refusing the host here would
+        # stop the very run that fixes it.
+        report.notes.append(
+            "Driver %s will be replaced by branch %d, which CUDA %s of stack profile %s needs (cuda_driver_install: "
+            "true); the server can start only after the reboot that loads it." % (
+                gpu["driver_version"], minimum, profile["cuda"]["series"], profile["name"]))
+    elif branch is None or branch < minimum:
         report.problems.append(
             "Driver %s is older than branch %d, which CUDA %s of stack profile %s needs: install driver branch %d or "
             "newer (role blackwell.gpu_node.cuda with cuda_driver_install: true) and reboot, or choose an older "
@@ -106,7 +113,11 @@ def check_gpus(report, settings, profile, gpu):
             gpu["driver_version"], branch, minimum, profile["cuda"]["series"]))
 
     blackwell = [index for index, family in families.items() if family == "blackwell"]
-    if blackwell and gpu.get("kernel_module") == "proprietary":
+    if blackwell and gpu.get("kernel_module") == "proprietary" and settings.get("driver_install"):
+        report.notes.append(
+            "The proprietary kernel module is loaded, which Blackwell GPUs cannot use; it will be replaced by the open "
+            "one (nvidia-open, cuda_driver_install: true) and loaded by the reboot after it.")
+    elif blackwell and gpu.get("kernel_module") == "proprietary":
         report.problems.append(
             "Blackwell GPUs need NVIDIA's open kernel modules, but the proprietary one is loaded: install the open "
             "flavour (role blackwell.gpu_node.cuda with cuda_driver_install: true installs nvidia-open) and reboot.")

@@ -19,6 +19,8 @@ PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").r
 CU130 = resolve("cu130", PROFILES)
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml").read_text())
 SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
+# The role renders this default from cuda_driver_install, false unless the inventory sets it.
+SETTINGS["driver_install"] = False
 
 # The reference box: 8x RTX PRO 6000 Blackwell (compute capability 12.0) on PCIe, open kernel module.
 RTX_PRO_6000 = dict(index=0, name="NVIDIA RTX PRO 6000 Blackwell Server Edition", uuid="GPU-x",
@@ -382,3 +384,20 @@ def test_negative_sizes_are_refused_and_never_said_to_fit(name):
     report = evaluate(settings(**{name: -8}), CU130, observed())
     assert "preflight_%s=-8 must be 1 or more." % name in report["problems"]
     assert not [line for line in report["checked"] if line.startswith("tp ")]
+
+
+def test_an_old_driver_that_the_run_replaces_is_reported_not_refused():
+    gpu = dict(REFERENCE_GPU, driver_version="570.133.20", kernel_module="proprietary")
+    report = evaluate(settings(driver_install=True), CU130, observed(gpu=gpu))
+    assert report["ok"] is True
+    assert report["notes"] == [
+        "Driver 570.133.20 will be replaced by branch 580, which CUDA 13.0 of stack profile cu130 needs "
+        "(cuda_driver_install: true); the server can start only after the reboot that loads it.",
+        "The proprietary kernel module is loaded, which Blackwell GPUs cannot use; it will be replaced by the open "
+        "one (nvidia-open, cuda_driver_install: true) and loaded by the reboot after it."]
+    refused = evaluate(settings(driver_install=False), CU130, observed(gpu=gpu))
+    assert len(refused["problems"]) == 2
+
+
+def test_the_driver_plan_defaults_to_the_cuda_roles_variable():
+    assert DEFAULTS["preflight_driver_install"] == "{{ cuda_driver_install | default(false) }}"
