@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import (
+    debian_mirror_problems,
     module_state,
     parse_installed,
     parse_madison,
@@ -28,4 +29,5 @@ class FilterModule(object):
         return {
             "cuda_driver_plan": cuda_driver_plan,
             "cuda_driver_module_state": cuda_driver_module_state,
+            "cuda_debian_mirror_problems": debian_mirror_problems,
         }

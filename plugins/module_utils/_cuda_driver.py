@@ -16,9 +16,22 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+
 PINNING_PREFIX = "nvidia-driver-pinning-"
 # NVIDIA's driver package versions: 580.95.05-1 (an epoch would come first, as 1:580.95.05-1).
 _VERSION = re.compile(r"(?:[0-9]+:)?([0-9]+)((?:\.[0-9]+)*)(?:-([0-9A-Za-z.+~]+))?")
+
+
+def debian_mirror_problems(url):
+    """What keeps cuda_debian_mirror out of the URIs field of a deb822 sources file: [] or the problems."""
+    problem = control_character_problem(url, "cuda_debian_mirror")
+    if problem:
+        return [problem]
+    if not re.fullmatch(r"(https?|file)://[^\s]+", url or ""):
+        return ["cuda_debian_mirror=%s is not one http://, https:// or file:// URL without spaces (a Debian mirror "
+                "such as http://deb.debian.org/debian): fix cuda_debian_mirror." % (url,)]
+    return []
 
 
 def pinning_package(branch):

@@ -2,6 +2,7 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import (
     branch_of,
+    debian_mirror_problems,
     module_state,
     parse_installed,
     parse_madison,
@@ -107,3 +108,15 @@ def test_versions_compare_as_numbers():
 def test_the_loaded_module_must_be_the_installed_open_one(gpu, pending, message):
     state = module_state("580.95.05-1", gpu)
     assert state["pending"] is pending and state["message"] == message
+
+
+@pytest.mark.parametrize("url,problem", [
+    ("http://deb.debian.org/debian", None),
+    ("file:///srv/debian", None),
+    ("http://deb.debian.org/debian\nURIs: http://evil.example", "cuda_debian_mirror: the value holds the control"),
+    ("http://a http://b", "is not one http://, https:// or file:// URL without spaces"),
+    ("deb.debian.org/debian", "fix cuda_debian_mirror"),
+])
+def test_the_debian_mirror_must_be_one_url_for_the_sources_file(url, problem):
+    problems = debian_mirror_problems(url)
+    assert problems == [] if problem is None else (len(problems) == 1 and problem in problems[0])
