@@ -326,7 +326,11 @@ def evaluate(settings, profile, observed):
     report.checked.insert(0, "GPUs %s (preflight_gpus_required: %s)" % (
         ("required", "true") if settings["gpus_required"] else ("not required", "false")))
     if settings["gpus_required"]:
-        if pending:
+        if pending and settings.get("driver_install") and settings.get("driver_reboot"):
+            # The cuda role reboots into the installed driver later in this run, after stopping the server.
+            report.notes.append("A reboot is pending: %s. The cuda role reboots the host (cuda_driver_install and "
+                                "cuda_driver_reboot: true)." % "; ".join(pending))
+        elif pending:
             report.problems.append("A reboot is pending: %s. Reboot the host, then run again." % "; ".join(pending))
         if gpu["state"] != "ok":
             report.problems.append("GPUs are required (preflight_gpus_required: true) but gpu_facts says %s: %s. %s" % (

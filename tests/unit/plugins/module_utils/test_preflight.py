@@ -21,6 +21,7 @@ DEFAULTS = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml
 SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
 # The role renders this default from cuda_driver_install, false unless the inventory sets it.
 SETTINGS["driver_install"] = False
+SETTINGS["driver_reboot"] = False
 
 # The reference box: 8x RTX PRO 6000 Blackwell (compute capability 12.0) on PCIe, open kernel module.
 RTX_PRO_6000 = dict(index=0, name="NVIDIA RTX PRO 6000 Blackwell Server Edition", uuid="GPU-x",
@@ -401,3 +402,14 @@ def test_an_old_driver_that_the_run_replaces_is_reported_not_refused():
 
 def test_the_driver_plan_defaults_to_the_cuda_roles_variable():
     assert DEFAULTS["preflight_driver_install"] == "{{ cuda_driver_install | default(false) }}"
+
+
+def test_a_pending_reboot_that_the_cuda_role_does_is_reported_not_refused():
+    gpu = dict(REFERENCE_GPU, kernel_module_installed_version="580.105.08")
+    rebooting = evaluate(settings(driver_install=True, driver_reboot=True), CU130, observed(gpu=gpu))
+    assert rebooting["ok"] is True
+    assert rebooting["notes"] == ["A reboot is pending: NVIDIA kernel module 580.105.08 is installed but 580.95.05 "
+                                  "is loaded. The cuda role reboots the host (cuda_driver_install and "
+                                  "cuda_driver_reboot: true)."]
+    assert evaluate(settings(driver_install=True), CU130, observed(gpu=gpu))["ok"] is False
+    assert DEFAULTS["preflight_driver_reboot"] == "{{ cuda_driver_reboot | default(false) }}"
