@@ -90,9 +90,11 @@ def plan(branch, packages, installed, available):
     (parse_installed). available: {package: [versions]} (parse_madison), the repository's versions of the pinning
     package and of `packages`.
 
-    Returns problems (each naming the variable and the fix; nothing may be changed then), install (apt specifiers:
-    the pinning package and each driver package at an exact version of the branch), remove (other pinning packages,
-    which ship the same file), change (whether anything is to be done), versions ({package: [from, to]}).
+    Returns problems (each naming the variable and the fix; nothing may be changed then), purge (other pinning
+    packages: they ship the same pin file as a conffile, which a mere removal leaves behind, still pinning the old
+    branch), pin (the branch's pinning package when it is not installed, installed on its own first so that apt
+    resolves the driver under it), install (apt specifiers: each driver package at an exact version of the
+    branch), change (whether anything is to be done), versions ({package: [from, to]}).
     A driver package already on the branch stays at its version: a newer point release is not a reason to stop
     the server.
     """
@@ -119,12 +121,12 @@ def plan(branch, packages, installed, available):
         target = max(candidates, key=_sort_key)
         versions[package] = [current, target]
         install.append("%s=%s" % (package, target))
-    remove = sorted(name for name in installed if name.startswith(PINNING_PREFIX) and name != pin)
+    purge = sorted(name for name in installed if name.startswith(PINNING_PREFIX) and name != pin)
     if problems:
-        return dict(problems=problems, install=[], remove=[], change=False, versions=versions)
-    if pin not in installed:
-        install.insert(0, pin)
-    return dict(problems=[], install=install, remove=remove, change=bool(install or remove), versions=versions)
+        return dict(problems=problems, purge=[], pin=[], install=[], change=False, versions=versions)
+    pin_install = [] if pin in installed else [pin]
+    return dict(problems=[], purge=purge, pin=pin_install, install=install,
+                change=bool(purge or pin_install or install), versions=versions)
 
 
 def module_state(expected_version, gpu):

@@ -45,21 +45,22 @@ def test_madison_lists_each_packages_versions():
 
 def test_a_branch_move_replaces_the_pin_and_takes_the_newest_driver_of_the_branch():
     moved = plan(580, ["nvidia-open"], parse_installed(ON_570), parse_madison(MADISON))
-    assert moved == dict(problems=[], install=["nvidia-driver-pinning-580", "nvidia-open=580.95.05-1"],
-                         remove=["nvidia-driver-pinning-570"], change=True,
+    assert moved == dict(problems=[], purge=["nvidia-driver-pinning-570"], pin=["nvidia-driver-pinning-580"],
+                         install=["nvidia-open=580.95.05-1"], change=True,
                          versions={"nvidia-open": ["570.195.03-1", "580.95.05-1"]})
 
 
 def test_a_fresh_host_gets_the_pin_then_the_driver():
     fresh = plan(580, ["nvidia-open"], {}, parse_madison(MADISON))
-    assert fresh["install"] == ["nvidia-driver-pinning-580", "nvidia-open=580.95.05-1"] and fresh["change"] is True
+    assert fresh["pin"] == ["nvidia-driver-pinning-580"] and fresh["purge"] == []
+    assert fresh["install"] == ["nvidia-open=580.95.05-1"] and fresh["change"] is True
     assert fresh["versions"] == {"nvidia-open": [None, "580.95.05-1"]}
 
 
 def test_a_driver_already_on_the_branch_is_left_at_its_version():
     installed = {"nvidia-driver-pinning-580": "580-5", "nvidia-open": "580.82.07-1"}
     same = plan(580, ["nvidia-open"], installed, parse_madison(MADISON))
-    assert same == dict(problems=[], install=[], remove=[], change=False,
+    assert same == dict(problems=[], purge=[], pin=[], install=[], change=False,
                         versions={"nvidia-open": ["580.82.07-1", "580.82.07-1"]})
 
 
@@ -67,13 +68,13 @@ def test_a_move_back_to_an_older_branch_is_planned_too():
     installed = {"nvidia-driver-pinning-580": "580-5", "nvidia-open": "580.95.05-1"}
     madison = MADISON + "nvidia-driver-pinning-570 | 570-5 | file:/srv/cuda/debian12/x86_64  Packages\n"
     back = plan(570, ["nvidia-open"], installed, parse_madison(madison))
-    assert back["install"] == ["nvidia-driver-pinning-570", "nvidia-open=570.195.03-1"]
-    assert back["remove"] == ["nvidia-driver-pinning-580"]
+    assert back["pin"] == ["nvidia-driver-pinning-570"] and back["install"] == ["nvidia-open=570.195.03-1"]
+    assert back["purge"] == ["nvidia-driver-pinning-580"]
 
 
 def test_a_branch_the_repository_lacks_is_refused_naming_the_variables_and_what_it_has():
     missing = plan(590, ["nvidia-open"], parse_installed(ON_570), parse_madison(MADISON))
-    assert missing["change"] is False and missing["install"] == [] and missing["remove"] == []
+    assert missing["change"] is False and missing["install"] == [] and missing["purge"] == [] and missing["pin"] == []
     assert missing["problems"] == [
         "The CUDA repository has no nvidia-driver-pinning-590, NVIDIA's package that locks driver branch 590 "
         "(cuda_driver_branch=590): check cuda_repo_base_url, or choose a branch it has.",
@@ -89,7 +90,7 @@ def test_versions_compare_as_numbers():
     madison = ("nvidia-driver-pinning-580 | 580-5 | x Packages\n"
                "nvidia-open | 580.9.1-1 | x Packages\nnvidia-open | 580.95.05-1 | x Packages\n"
                "nvidia-open | 580.95.05-10 | x Packages\nnvidia-open | 580.95.05-2 | x Packages\n")
-    assert plan(580, ["nvidia-open"], {}, parse_madison(madison))["install"][1] == "nvidia-open=580.95.05-10"
+    assert plan(580, ["nvidia-open"], {}, parse_madison(madison))["install"] == ["nvidia-open=580.95.05-10"]
 
 
 @pytest.mark.parametrize("gpu,pending,message", [
