@@ -96,7 +96,14 @@ def check_gpus(report, settings, profile, gpu):
         len(gpus), ", ".join(names), ", ".join(sorted(set(item["compute_capability"] or "?" for item in gpus)))))
 
     branch, minimum = driver_branch(gpu["driver_version"]), profile["cuda"]["driver_branch_min"]
-    if branch is None or branch < minimum:
+    if (branch is None or branch < minimum) and settings.get("driver_install"):
+        # The cuda role installs the profile's branch later in the same run: refusing the host here would
+        # stop the very run that fixes it.
+        report.notes.append(
+            "Driver %s will be replaced by branch %d, which CUDA %s of stack profile %s needs (cuda_driver_install: "
+            "true); the server can start only after the reboot that loads it." % (
+                gpu["driver_version"], minimum, profile["cuda"]["series"], profile["name"]))
+    elif branch is None or branch < minimum:
         report.problems.append(
             "Driver %s is older than branch %d, which CUDA %s of stack profile %s needs: install driver branch %d or "
             "newer (role blackwell.gpu_node.cuda with cuda_driver_install: true) and reboot, or choose an older "
@@ -106,7 +113,11 @@ def check_gpus(report, settings, profile, gpu):
             gpu["driver_version"], branch, minimum, profile["cuda"]["series"]))
 
     blackwell = [index for index, family in families.items() if family == "blackwell"]
-    if blackwell and gpu.get("kernel_module") == "proprietary":
+    if blackwell and gpu.get("kernel_module") == "proprietary" and settings.get("driver_install"):
+        report.notes.append(
+            "The proprietary kernel module is loaded, which Blackwell GPUs cannot use; it will be replaced by the open "
+            "one (nvidia-open, cuda_driver_install: true) and loaded by the reboot after it.")
+    elif blackwell and gpu.get("kernel_module") == "proprietary":
         report.problems.append(
             "Blackwell GPUs need NVIDIA's open kernel modules, but the proprietary one is loaded: install the open "
             "flavour (role blackwell.gpu_node.cuda with cuda_driver_install: true installs nvidia-open) and reboot.")
@@ -315,7 +326,11 @@ def evaluate(settings, profile, observed):
     report.checked.insert(0, "GPUs %s (preflight_gpus_required: %s)" % (
         ("required", "true") if settings["gpus_required"] else ("not required", "false")))
     if settings["gpus_required"]:
-        if pending:
+        if pending and settings.get("driver_install") and settings.get("driver_reboot"):
+            # The cuda role reboots into the installed driver later in this run, after stopping the server.
+            report.notes.append("A reboot is pending: %s. The cuda role reboots the host (cuda_driver_install and "
+                                "cuda_driver_reboot: true)." % "; ".join(pending))
+        elif pending:
             report.problems.append("A reboot is pending: %s. Reboot the host, then run again." % "; ".join(pending))
         if gpu["state"] != "ok":
             report.problems.append("GPUs are required (preflight_gpus_required: true) but gpu_facts says %s: %s. %s" % (

@@ -23,7 +23,7 @@ DEFAULTS = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml
 FOLLOWED = dict(tensor_parallel_size=1, nnodes=1, node_rank=0, dist_init_addr=None, model_path=None,
                 model_is_hub_id=False, venv_path=None, venv_python="/usr/bin/python3", service_user_name="sglang",
                 service_user_create=True, host="127.0.0.1", port=30000, server_name="sglang",
-                server_state_dir="/var/lib/blackwell-gpu-node")
+                server_state_dir="/var/lib/blackwell-gpu-node", driver_install=False, driver_reboot=False)
 SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
 assert sorted(name for name, value in SETTINGS.items() if "{{" in str(value)) == sorted(FOLLOWED)
 SETTINGS.update(FOLLOWED)
@@ -401,3 +401,31 @@ def test_negative_sizes_are_refused_and_never_said_to_fit(name):
     report = evaluate(settings(**{name: -8}), CU130, observed())
     assert "preflight_%s=-8 must be 1 or more." % name in report["problems"]
     assert not [line for line in report["checked"] if line.startswith("tp ")]
+
+
+def test_an_old_driver_that_the_run_replaces_is_reported_not_refused():
+    gpu = dict(REFERENCE_GPU, driver_version="570.133.20", kernel_module="proprietary")
+    report = evaluate(settings(driver_install=True), CU130, observed(gpu=gpu))
+    assert report["ok"] is True
+    assert report["notes"] == [
+        "Driver 570.133.20 will be replaced by branch 580, which CUDA 13.0 of stack profile cu130 needs "
+        "(cuda_driver_install: true); the server can start only after the reboot that loads it.",
+        "The proprietary kernel module is loaded, which Blackwell GPUs cannot use; it will be replaced by the open "
+        "one (nvidia-open, cuda_driver_install: true) and loaded by the reboot after it."]
+    refused = evaluate(settings(driver_install=False), CU130, observed(gpu=gpu))
+    assert len(refused["problems"]) == 2
+
+
+def test_the_driver_plan_defaults_to_the_cuda_roles_variable():
+    assert DEFAULTS["preflight_driver_install"] == "{{ cuda_driver_install | default(false) }}"
+
+
+def test_a_pending_reboot_that_the_cuda_role_does_is_reported_not_refused():
+    gpu = dict(REFERENCE_GPU, kernel_module_installed_version="580.105.08")
+    rebooting = evaluate(settings(driver_install=True, driver_reboot=True), CU130, observed(gpu=gpu))
+    assert rebooting["ok"] is True
+    assert rebooting["notes"] == ["A reboot is pending: NVIDIA kernel module 580.105.08 is installed but 580.95.05 "
+                                  "is loaded. The cuda role reboots the host (cuda_driver_install and "
+                                  "cuda_driver_reboot: true)."]
+    assert evaluate(settings(driver_install=True), CU130, observed(gpu=gpu))["ok"] is False
+    assert DEFAULTS["preflight_driver_reboot"] == "{{ cuda_driver_reboot | default(false) }}"
