@@ -219,7 +219,7 @@ def compare(current, previous, max_drop_percent):
                                                                changes["output_throughput"]["after"], drop)
                if drop is not None else "output throughput not measured")
     if regression:
-        message += ": a drop beyond the allowed %s%%" % max_drop_percent
+        message += ": a drop beyond the allowed %g%%" % max_drop_percent
     return dict(baseline=previous.get("file"), changes=changes, regression=regression, message=message)
 
 
