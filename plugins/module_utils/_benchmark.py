@@ -20,6 +20,7 @@ import json
 import threading
 import time
 
+from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
@@ -116,8 +117,9 @@ def stream_one(url, body, api_key, timeout, clock=time.monotonic):
             response.close()
     except HTTPError as exc:
         return dict(ok=False, error="HTTP %d %s" % (exc.code, exc.reason))
-    except (URLError, OSError, ValueError) as exc:
-        return dict(ok=False, error=str(getattr(exc, "reason", exc)))
+    except (URLError, OSError, HTTPException, ValueError) as exc:
+        # A refused connection, a timeout, an answer cut short or a chunk that is not JSON.
+        return dict(ok=False, error=str(getattr(exc, "reason", exc)) or type(exc).__name__)
 
 
 def run(base_url, api, model, chosen, api_key=None, timeout=600.0, send=stream_one, clock=time.monotonic):

@@ -170,7 +170,7 @@ def main():
             api=dict(type="str", default="completions", choices=["completions", "chat"]),
             model=dict(type="str", default="default"),
             workload=dict(type="str", default="decode-heavy", choices=sorted(WORKLOADS)),
-            prompt_tokens=dict(type="int"),
+            prompt_tokens=dict(type="int", no_log=False),
             output_tokens=dict(type="int", no_log=False),
             prompts=dict(type="int"),
             concurrency=dict(type="int"),

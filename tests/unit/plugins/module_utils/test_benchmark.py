@@ -162,3 +162,63 @@ def test_the_table_marks_a_regression():
     assert lines[0].split()[:4] == ["host", "workload", "profile", "tok/s"]
     assert lines[1].startswith("gpu-1") and lines[1].endswith("-13.6% REGRESSION")
     assert lines[2].startswith("gpu-2") and lines[2].endswith("-")
+
+
+class Answers(object):
+    """A local HTTP server answering each POST with status and body, recording the requests."""
+
+    def __init__(self, status, body):
+        import http.server
+        import threading
+        answers = self
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                answers.requests.append((self.path, dict(self.headers),
+                                         json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_streamed_answer_is_read_with_the_key_sent_as_bearer():
+    answers = Answers(200, event(" a") + b"\n\n" + event(" b") + b"\n\n" + event(usage=2) + b"\n\ndata: [DONE]\n\n")
+    try:
+        timing = bench.stream_one(answers.url + "/v1/completions", {"prompt": "p"}, "sk-1", 10)
+    finally:
+        answers.close()
+    assert timing["ok"] and timing["output_tokens"] == 2 and len(timing["itl"]) == 1
+    path, headers, body = answers.requests[0]
+    assert path == "/v1/completions" and body == {"prompt": "p"} and headers["Authorization"] == "Bearer sk-1"
+
+
+def test_a_refused_request_and_a_dead_port_are_failures_with_the_reason():
+    answers = Answers(401, b"")
+    try:
+        assert bench.stream_one(answers.url + "/v1/completions", {}, None, 10) == dict(
+            ok=False, error="HTTP 401 Unauthorized")
+    finally:
+        answers.close()
+    refused = bench.stream_one(answers.url + "/v1/completions", {}, None, 10)
+    assert refused["ok"] is False and "refused" in refused["error"].lower()
+
+
+def test_an_answer_that_is_not_json_is_a_failure():
+    answers = Answers(200, b"data: {not json\n\n")
+    try:
+        timing = bench.stream_one(answers.url + "/v1/completions", {}, None, 10)
+    finally:
+        answers.close()
+    assert timing["ok"] is False and timing["error"]
