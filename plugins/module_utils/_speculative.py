@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problems
 
@@ -22,6 +23,8 @@ FLAGS = (("algorithm", "--speculative-algorithm"), ("draft_model_path", "--specu
          ("num_steps", "--speculative-num-steps"), ("eagle_topk", "--speculative-eagle-topk"),
          ("num_draft_tokens", "--speculative-num-draft-tokens"))
 COUNTS = ("num_steps", "eagle_topk", "num_draft_tokens")
+# Text too: `-e sglang_server_speculative_num_steps=3` reaches the role as "3", and the module converts it.
+POSITIVE_INTEGER = re.compile(r"[1-9][0-9]*")
 
 
 def problems(settings, prefix):
@@ -38,7 +41,7 @@ def problems(settings, prefix):
                      "an EAGLE-3 draft)" % (prefix, settings.get("algorithm"), ", ".join(DRAFT_ALGORITHMS)))
     for key in COUNTS:
         value = settings.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (isinstance(value, bool) or not POSITIVE_INTEGER.fullmatch(str(value))):
             found.append("%s%s=%r must be a positive integer, or unset for SGLang's choice" % (prefix, key, value))
     # SGLang picks steps, top-k and draft tokens together when num_steps is unset, and asserts that the other
     # two are unset then: a top-k or a draft-token count alone stops the server at start-up.

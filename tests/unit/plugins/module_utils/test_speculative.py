@@ -16,6 +16,7 @@ def settings(**change):
 @pytest.mark.parametrize("change", [
     {}, dict(num_steps=3), dict(num_steps=3, eagle_topk=1, num_draft_tokens=4),
     dict(algorithm="EAGLE", num_steps=5, eagle_topk=4, num_draft_tokens=8), dict(algorithm="STANDALONE"),
+    dict(num_steps="3", eagle_topk="1", num_draft_tokens="4"),  # from -e key=value
 ])
 def test_settings_sglang_starts_with_pass(change):
     assert speculative.problems(settings(**change), PREFIX) == []
@@ -28,7 +29,9 @@ def test_settings_sglang_starts_with_pass(change):
     (dict(algorithm="eagle3"), "sglang_server_speculative_algorithm=eagle3 is not one"),
     (dict(num_steps=0), "sglang_server_speculative_num_steps=0 must be a positive integer"),
     (dict(num_steps=3, eagle_topk=-1), "sglang_server_speculative_eagle_topk=-1 must be a positive integer"),
-    (dict(num_steps=3, num_draft_tokens="4"), "sglang_server_speculative_num_draft_tokens='4' must be"),
+    (dict(num_steps=3, num_draft_tokens="4x"), "sglang_server_speculative_num_draft_tokens='4x' must be"),
+    (dict(num_steps=3, num_draft_tokens="4\n"), "sglang_server_speculative_num_draft_tokens='4\\n' must be"),
+    (dict(num_steps=2.5), "sglang_server_speculative_num_steps=2.5 must be"),
     (dict(num_steps=True), "sglang_server_speculative_num_steps=True must be a positive integer"),
     (dict(eagle_topk=4), "sglang_server_speculative_eagle_topk set without sglang_server_speculative_num_steps"),
     (dict(num_draft_tokens=8), "sglang_server_speculative_num_draft_tokens set without"),
