@@ -48,9 +48,9 @@ def problems(settings, prefix):
     if settings.get("num_steps") is None:
         alone = [prefix + key for key in ("eagle_topk", "num_draft_tokens") if settings.get(key) is not None]
         if alone:
+            named = " and ".join(alone)
             found.append("%s set without %snum_steps: SGLang 0.5.9 chooses the three together and refuses one "
-                         "alone; set %snum_steps too, or unset %s" % (" and ".join(alone), prefix, prefix,
-                                                                     " and ".join(alone)))
+                         "alone; set %snum_steps too, or unset %s" % (named, prefix, prefix, named))
     return found
 
 

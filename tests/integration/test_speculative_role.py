@@ -18,8 +18,8 @@ def preflight(tmp_path, **role_vars):
     playbook = tmp_path / "preflight.yml"
     playbook.write_text(json.dumps([{
         "hosts": "localhost", "gather_facts": False,
-        "tasks": [{"ansible.builtin.include_role": {"name": "blackwell.gpu_node.sglang_server",
-                                                     "tasks_from": "preflight.yml"}}],
+        "tasks": [{"ansible.builtin.include_role": dict(name="blackwell.gpu_node.sglang_server",
+                                                         tasks_from="preflight.yml")}],
         "vars": dict(sglang_server_venv_path=str(Path(sys.executable).parents[1]), sglang_server_model_path="/m",
                      **role_vars),
     }]))
