@@ -109,8 +109,8 @@ def stream_one(url, body, api_key, timeout, clock=time.monotonic):
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = "Bearer " + api_key
-    connection = (HTTPSConnection if parts.scheme == "https" else HTTPConnection)(parts.hostname, parts.port,
-                                                                                timeout=timeout)
+    connect = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+    connection = connect(parts.hostname, parts.port, timeout=timeout)
     sent = clock()
     try:
         connection.request("POST", parts.path or "/", body=json.dumps(body).encode("utf-8"), headers=headers)

@@ -16,10 +16,10 @@ COLLECTIONS = Path(__file__).resolve().parents[2] / ".build" / "collections"
 def preflight(tmp_path, **role_vars):
     """(exit status, output) of the role's preflight tasks on localhost with these variables."""
     playbook = tmp_path / "preflight.yml"
+    role = dict(name="blackwell.gpu_node.sglang_server", tasks_from="preflight.yml")
     playbook.write_text(json.dumps([{
         "hosts": "localhost", "gather_facts": False,
-        "tasks": [{"ansible.builtin.include_role": dict(name="blackwell.gpu_node.sglang_server",
-                                                         tasks_from="preflight.yml")}],
+        "tasks": [{"ansible.builtin.include_role": role}],
         "vars": dict(sglang_server_venv_path=str(Path(sys.executable).parents[1]), sglang_server_model_path="/m",
                      **role_vars),
     }]))
