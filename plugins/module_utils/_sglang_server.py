@@ -37,6 +37,8 @@ import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problems
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import MASK, SECRET_FLAGS, masked_argv
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._speculative import (
+    draft_model_problem, problems as speculative_problems)
 
 # Names a pid, state and secret file in state_dir and the unit sglang-<name>.service: no path separator,
 # no "..", no systemd specifier (%) or template marker (@), short enough for a unit name.
@@ -284,8 +286,14 @@ def check_options(params):
         if not host or not port.isdigit():
             problems.append("dist_init_addr=%r must be HOST:PORT of the rank-0 node when nnodes > 1" % address)
     speculative = params.get("speculative")
-    if speculative and not speculative.get("draft_model_path"):
-        problems.append("speculative.draft_model_path is required with speculative decoding")
+    if speculative:
+        problems += speculative_problems(speculative, "speculative.")
+        # A hub id for the model means the draft is one too: SGLang downloads both.
+        draft = speculative.get("draft_model_path")
+        draft_problem = draft and not params["model_is_hub_id"] and draft_model_problem(
+            draft, "speculative.draft_model_path")
+        if draft_problem:
+            problems.append(draft_problem)
     log_problem = log_path_problem(params["log_path"])
     if log_problem:
         problems.append(log_problem)

@@ -164,7 +164,9 @@ options:
     description: C(--model-path). A local directory, unless O(model_is_hub_id=true).
     type: str
   model_is_hub_id:
-    description: O(model_path) is a Hugging Face id, not a local directory, so its existence is not checked.
+    description:
+      - O(model_path) is a Hugging Face id, not a local directory, so its existence is not checked; so is
+        O(speculative.draft_model_path).
     type: bool
     default: false
   tensor_parallel_size:
@@ -205,25 +207,30 @@ options:
     description: C(--dist-init-addr), C(HOST:PORT) of the rank-0 node. Required when O(nnodes) is above 1.
     type: str
   speculative:
-    description: Speculative decoding (EAGLE-3 by default).
+    description:
+      - Speculative decoding (EAGLE-3 by default). Settings SGLang 0.5.9 refuses at start-up are refused before
+        anything changes, naming the suboption.
     type: dict
     suboptions:
       algorithm:
-        description: C(--speculative-algorithm).
+        description: C(--speculative-algorithm), one that runs a draft model.
         type: str
+        choices: [EAGLE, EAGLE3, NEXTN, STANDALONE]
         default: EAGLE3
       draft_model_path:
-        description: C(--speculative-draft-model-path).
+        description:
+          - C(--speculative-draft-model-path). A directory with the draft's C(config.json), unless
+            O(model_is_hub_id=true).
         type: str
         required: true
       num_steps:
-        description: C(--speculative-num-steps).
+        description: C(--speculative-num-steps), a positive integer. Unset, SGLang chooses all three counts.
         type: int
       eagle_topk:
-        description: C(--speculative-eagle-topk).
+        description: C(--speculative-eagle-topk), a positive integer; needs O(speculative.num_steps).
         type: int
       num_draft_tokens:
-        description: C(--speculative-num-draft-tokens).
+        description: C(--speculative-num-draft-tokens), a positive integer; needs O(speculative.num_steps).
         type: int
   api_key:
     description:
@@ -475,6 +482,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     wait_gpu_release,
     write_atomically,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._speculative import DRAFT_ALGORITHMS
 
 
 class SystemdFailed(RuntimeError):
@@ -703,7 +711,7 @@ def main():
             node_rank=dict(type="int", default=0),
             dist_init_addr=dict(type="str"),
             speculative=dict(type="dict", options=dict(
-                algorithm=dict(type="str", default="EAGLE3"),
+                algorithm=dict(type="str", default="EAGLE3", choices=list(DRAFT_ALGORITHMS)),
                 draft_model_path=dict(type="str", required=True),
                 num_steps=dict(type="int"),
                 eagle_topk=dict(type="int"),

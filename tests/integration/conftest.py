@@ -57,9 +57,10 @@ class Standin(object):
         self.process = None
         self.port = free_port()
 
-    def start(self, scenario="ready", step=0.05, tp=4):
+    def start(self, scenario="ready", step=0.05, tp=4, **settings):
+        """settings: further SGLANG_STANDIN_* variables, for example SGLANG_STANDIN_TOKENS_PER_S."""
         environ = dict(os.environ, PYTHONPATH=str(STANDIN), SGLANG_STANDIN_SCENARIO=scenario,
-                       SGLANG_STANDIN_STEP=str(step))
+                       SGLANG_STANDIN_STEP=str(step), **settings)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/test", "--tp", str(tp),

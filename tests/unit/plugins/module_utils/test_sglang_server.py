@@ -108,6 +108,10 @@ def test_valid_options_have_no_problem(tmp_path):
     (dict(nnodes=2, node_rank=2, dist_init_addr="h:1"), "node_rank=2 must be at least 0 and less than nnodes=2"),
     (dict(nnodes=2, node_rank=1, dist_init_addr="10.0.0.1"), "dist_init_addr='10.0.0.1' must be HOST:PORT"),
     (dict(speculative={"algorithm": "EAGLE3", "draft_model_path": None}), "speculative.draft_model_path is required"),
+    (dict(speculative={"algorithm": "EAGLE3", "draft_model_path": "/nonexistent/draft"}),
+     "speculative.draft_model_path=/nonexistent/draft has no config.json"),
+    (dict(model_is_hub_id=True, speculative={"algorithm": "EAGLE3", "draft_model_path": "org/draft", "eagle_topk": 4}),
+     "speculative.eagle_topk set without speculative.num_steps"),
 ])
 def test_each_bad_option_is_named(tmp_path, change, problem):
     params = valid(tmp_path)

@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: benchmark
+short_description: Measure the throughput of a running SGLang server through its OpenAI-compatible API
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - Sends a fixed, named O(workload) to the server at O(url), streaming (C(stream=true)) from C(/v1/completions) or
+    C(/v1/chat/completions), and returns output tokens per second, requests per second, time to first token and
+    inter-token latency (median and 99th percentile).
+  - The built-in client (O(client=builtin)) is the Python standard library only, run by the node's Python. Time to
+    first token runs from sending a request to the first streamed chunk with text; inter-token latencies are the
+    gaps between the following chunks; output tokens are the server's C(usage), else one per chunk with text.
+  - O(client=bench_serving) runs SGLang's own C(python -m sglang.bench_serving) from O(python) (the stack's
+    virtualenv, where the real SGLang is installed) on the same workload, and returns the same metrics.
+  - Changes nothing on the node. The playbook C(blackwell.gpu_node.benchmark) keeps the results on the controller and
+    compares them.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nothing is sent; RV(metrics) is not returned.
+  diff_mode:
+    support: none
+  platform:
+    support: N/A
+options:
+  url:
+    description: The server's base URL, for example C(http://127.0.0.1:30000).
+    type: str
+    required: true
+  api:
+    description: V(completions) (C(/v1/completions)) or V(chat) (C(/v1/chat/completions)).
+    type: str
+    choices: [completions, chat]
+    default: completions
+  model:
+    description: The C(model) field of each request (SGLang serves one model and answers to its path or served name).
+    type: str
+    default: default
+  workload:
+    description:
+      - V(decode-heavy) (128-token prompts, 512 tokens out, 16 prompts, one at a time; the single stream a user sees),
+        V(decode-batch) (128 in, 256 out, 64 prompts, 16 at a time) or V(prefill-heavy) (2048 in, 64 out, 32 prompts,
+        8 at a time). Prompts are made of short words, one token each for common tokenizers.
+    type: str
+    choices: [decode-batch, decode-heavy, prefill-heavy]
+    default: decode-heavy
+  prompt_tokens:
+    description: Overrides the workload's prompt length.
+    type: int
+  output_tokens:
+    description: Overrides the workload's output length (C(max_tokens), with C(ignore_eos)).
+    type: int
+  prompts:
+    description: Overrides the workload's number of requests.
+    type: int
+  concurrency:
+    description: Overrides the workload's number of requests in flight at once.
+    type: int
+  api_key:
+    description: The server's API key (C(Authorization Bearer)); never shown.
+    type: str
+  request_timeout:
+    description: Seconds one request may take.
+    type: float
+    default: 600
+  client:
+    description: V(builtin) (standard library) or V(bench_serving) (C(sglang.bench_serving) run by O(python)).
+    type: str
+    choices: [builtin, bench_serving]
+    default: builtin
+  python:
+    description: The interpreter with SGLang installed, for O(client=bench_serving).
+    type: path
+  model_path:
+    description: The model directory, for O(client=bench_serving)'s tokenizer.
+    type: str
+notes:
+  - The numbers measure the server at O(url). Against the test suite's SGLang stand-in they measure the stand-in's
+    configured token rate and mean nothing about SGLang or a GPU.
+"""
+
+EXAMPLES = r"""
+- name: Measure the server on this node
+  blackwell.gpu_node.benchmark:
+    url: http://127.0.0.1:30000
+    workload: decode-heavy
+  register: bench
+"""
+
+RETURN = r"""
+workload:
+  description: The workload that ran, with its counts.
+  returned: always
+  type: dict
+  sample: {name: decode-heavy, prompt_tokens: 128, output_tokens: 512, prompts: 16, concurrency: 1}
+metrics:
+  description:
+    - C(completed), C(failed), C(errors) (up to 5 distinct), C(duration_s), C(output_tokens), C(output_throughput)
+      (tokens/s), C(request_throughput) (requests/s), C(ttft_ms_median), C(ttft_ms_p99), C(itl_ms_median),
+      C(itl_ms_p99).
+  returned: unless in check mode
+  type: dict
+client:
+  description: The client that ran, C(builtin) or C(bench_serving).
+  returned: always
+  type: str
+client_cpu_seconds:
+  description: CPU seconds the built-in client used (user and system, all its threads); null for bench_serving.
+  returned: unless in check mode
+  type: float
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._benchmark import (
+    WORKLOADS,
+    BenchmarkError,
+    bench_serving_argv,
+    from_bench_serving,
+    run,
+    summary,
+    workload,
+)
+
+
+def bench_serving(module, chosen):
+    params = module.params
+    if not (params["python"] and params["model_path"]):
+        module.fail_json(msg="client=bench_serving needs python (the virtualenv's interpreter with SGLang) and "
+                             "model_path (for its tokenizer)", workload=chosen, client="bench_serving")
+    directory = tempfile.mkdtemp(prefix="blackwell-benchmark-")
+    output = os.path.join(directory, "result.jsonl")
+    try:
+        code, stdout, stderr = module.run_command(
+            bench_serving_argv(params["python"], params["url"], params["model_path"], chosen, output))
+        if code != 0 or not os.path.isfile(output):
+            module.fail_json(msg="sglang.bench_serving failed (exit %d): %s" % (code, (stderr or stdout)[-2000:]),
+                             workload=chosen, client="bench_serving")
+        with open(output) as handle:
+            lines = [line for line in handle if line.strip()]
+        return from_bench_serving(json.loads(lines[-1]))
+    finally:
+        for name in os.listdir(directory):
+            os.remove(os.path.join(directory, name))
+        os.rmdir(directory)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            api=dict(type="str", default="completions", choices=["completions", "chat"]),
+            model=dict(type="str", default="default"),
+            workload=dict(type="str", default="decode-heavy", choices=sorted(WORKLOADS)),
+            prompt_tokens=dict(type="int", no_log=False),
+            output_tokens=dict(type="int", no_log=False),
+            prompts=dict(type="int"),
+            concurrency=dict(type="int"),
+            api_key=dict(type="str", no_log=True),
+            request_timeout=dict(type="float", default=600),
+            client=dict(type="str", default="builtin", choices=["builtin", "bench_serving"]),
+            python=dict(type="path"),
+            model_path=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        chosen = workload(params["workload"], dict((key, params[key]) for key in (
+            "prompt_tokens", "output_tokens", "prompts", "concurrency")))
+    except BenchmarkError as exc:
+        module.fail_json(msg=str(exc))
+    result = dict(changed=False, workload=chosen, client=params["client"])
+    if module.check_mode:
+        module.exit_json(**result)
+    if params["client"] == "bench_serving":
+        result.update(metrics=bench_serving(module, chosen), client_cpu_seconds=None)
+    else:
+        cpu_before = time.process_time()
+        results, duration = run(params["url"], params["api"], params["model"], chosen, api_key=params["api_key"],
+                                timeout=params["request_timeout"])
+        result.update(metrics=summary(results, duration),
+                      client_cpu_seconds=round(time.process_time() - cpu_before, 3))
+    if result["metrics"]["completed"] == 0:
+        module.fail_json(msg="no request to %s completed: %s" % (params["url"], "; ".join(result["metrics"]["errors"])),
+                         **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
