@@ -66,20 +66,20 @@ def worker(sizes):
             str(part) for part in torch.cuda.nccl.version())}), flush=True)
     for size in sizes:
         tensor = torch.ones(size // 4, dtype=torch.float32, device="cuda")
-        for _ in range(5):
+        for _warmup in range(5):
             dist.all_reduce(tensor)
         iterations = max(5, min(200, (4 * GIB) // size))
         torch.cuda.synchronize()
         dist.barrier()
         start = time.perf_counter()
-        for _ in range(iterations):
+        for _iteration in range(iterations):
             dist.all_reduce(tensor)
         torch.cuda.synchronize()
         seconds = (time.perf_counter() - start) / iterations
         if rank == 0:
             algbw = size / seconds / 1e9
-            print(MARK + json.dumps({"size": size, "us": seconds * 1e6, "algbw": algbw,
-                              "busbw": algbw * 2 * (world - 1) / world}), flush=True)
+            figures = {"size": size, "us": seconds * 1e6, "algbw": algbw, "busbw": algbw * 2 * (world - 1) / world}
+            print(MARK + json.dumps(figures), flush=True)
     dist.destroy_process_group()
 
 
@@ -99,7 +99,7 @@ def ansible_playbook(playbook, extra_vars, workdir):
     completed = subprocess.run(
         [sys.executable, shutil.which("ansible-playbook"), "-c", "local", "-i", "localhost,", "-e",
          "@%s" % (workdir / "vars.json"), str(path)],
-        capture_output=True, text=True, env=environ, timeout=600)
+        capture_output=True, text=True, env=environ, timeout=600, check=False)
     if completed.returncode != 0:
         sys.exit("ansible-playbook failed:\n%s\n%s" % (completed.stdout[-6000:], completed.stderr[-3000:]))
     return completed.stdout
@@ -142,7 +142,7 @@ def render(profiles, torch_venv, cuda_home, workdir):
       loop_control:
         loop_var: __bench
 """, {"bench_cuda_home": cuda_home, "bench_gpu_file": str(workdir / "gpu.json"),
-          "bench_venvs": dict((name, str(path)) for name, path in venvs.items())}, workdir)
+        "bench_venvs": dict((name, str(path)) for name, path in venvs.items())}, workdir)
     gpu = json.loads((workdir / "gpu.json").read_text())
     return venvs, gpu, AUTO_SAID.findall(printed)
 
@@ -166,7 +166,7 @@ def run_profile(venv, gpus, sizes):
             start_new_session=True))
         logs.append(log)
     try:
-        output, _ = ranks[0].communicate(timeout=WORKER_TIMEOUT)
+        output = ranks[0].communicate(timeout=WORKER_TIMEOUT)[0]
         for process in ranks[1:]:
             process.wait(timeout=60)
     except subprocess.TimeoutExpired:

@@ -24,4 +24,3 @@ def test_deb822_repository_comes_after_python3_debian_is_installed():
                 installed = True
             if "ansible.builtin.deb822_repository" in task:
                 assert installed, "%s: %r runs before python3-debian is installed" % (tasks_file, task["name"])
-
