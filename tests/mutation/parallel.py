@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Mutation testing of the pure-Python cores over N worker processes, with a deadline (`run.sh`, in parallel).
+
+usage: tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [FILE...]
+       (default FILE: plugins/module_utils/_*.py and plugins/filter/*.py, largest first)
+
+mutmut 2.5.1 runs one mutant at a time; this driver makes the same mutants with mutmut's own functions
+(list_mutations and mutate, the same Context as `mutmut run` without a config) and tests each one against the unit
+test files that import the mutated file, as run.sh does, on N workers. Each worker owns a staged copy of the tree
+(the checkout is never mutated, even when this is killed): it writes one mutant into its copy, runs pytest there
+with a per-mutant timeout, and puts the original back. The mutants of every file share one queue, largest file
+first, so the workers stay busy to the end.
+
+When the deadline passes (or on SIGTERM/SIGINT) the mutants not started are dropped and the report of every file
+that is not finished is written as partial, with the number left untested, so a run that is about to be killed
+still leaves its results. Reports: DIR/<file>.txt (the score, then the diff of each surviving and timed-out
+mutant) and one line per file added to DIR/summary.txt, as run.sh writes them.
+"""
+import argparse
+import concurrent.futures
+import difflib
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+COLLECTION = Path("ansible_collections") / "blackwell" / "gpu_node"
+# Copied into no worker's tree: build output (the stage itself is under .build), links to the shared toolchain,
+# test output, and the wheels that device.sh installs from.
+NOT_STAGED = {".build", ".venv", ".cache", ".git", ".whl", ".whl-mutation", "output", "__pycache__", ".ansible",
+              ".pytest_cache", "benchmarks"}
+# A mutant that runs its tests this many times longer than the unmutated code (and at least MIN_TIMEOUT) is
+# stopped and counted as killed by timeout, as mutmut counts a loop that no longer ends.
+TIMEOUT_FACTOR = 10
+MIN_TIMEOUT = 30.0
+
+
+def tracked_files(root):
+    """The files git would commit (tracked and untracked-not-ignored), or None where the tree is no git checkout."""
+    if not (root / ".git").exists():
+        return None  # also where root is a copy inside another checkout: git would list that checkout's files
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [name for name in listed.stdout.decode().split("\0") if name]
+
+
+def stage(root, destination):
+    """Copy the tree into destination/ansible_collections/blackwell/gpu_node with its own .build/collections link."""
+    copy = destination / COLLECTION
+    shutil.rmtree(destination, ignore_errors=True)
+    files = tracked_files(root)
+    if files is None:
+        # A copy of a working tree without its .git (the device machine's): everything but NOT_STAGED.
+        shutil.copytree(root, copy, symlinks=True, ignore=lambda folder, names: [n for n in names if n in NOT_STAGED])
+    else:
+        for name in files:
+            source = root / name
+            if not os.path.lexists(source) or name.split("/")[0] in NOT_STAGED:
+                continue
+            target = copy / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
+    link = copy / ".build" / "collections" / "ansible_collections" / "blackwell" / "gpu_node"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(copy)
+    return copy
+
+
+def unit_tests_of(root, file):
+    """The unit test files that import file (module_utils by file name, filters by import path), as run.sh finds them."""
+    name = Path(file).stem
+    if file.startswith("plugins/filter/"):
+        pattern = re.compile(r"plugins\.filter\.%s\b|plugins/filter/%s\.py" % (name, name))
+    else:
+        pattern = re.compile(r"module_utils\.%s\b|module_utils import .*\b%s\b" % (name, name))
+    return sorted(str(path.relative_to(root)) for path in (root / "tests" / "unit").rglob("test_*.py")
+                  if pattern.search(path.read_text(encoding="utf-8", errors="replace")))
+
+
+def mutants_of(root, file):
+    """mutmut 2.5.1's mutation ids of file, in mutmut's order."""
+    import mutmut  # pylint: disable=import-outside-toplevel
+    context = mutmut.Context(source=(root / file).read_text(encoding="utf-8"), filename=file)
+    return mutmut.list_mutations(context)
+
+
+def mutated_source(source, file, mutation_id):
+    import mutmut  # pylint: disable=import-outside-toplevel
+    return mutmut.mutate(mutmut.Context(source=source, filename=file, mutation_id=mutation_id))[0]
+
+
+# --- the worker processes: each takes a free staged copy when it starts ---
+_WORKER = {}
+
+
+def _start_worker(free_copies):
+    _WORKER["copy"] = Path(free_copies.get())
+    # The deadline is the parent's to keep: a worker ignores SIGINT from the terminal, and the parent's SIGTERM
+    # exits it through subprocess.run, which kills the mutant's pytest on the way out.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(1))
+
+
+def _pytest(copy, tests, timeout):
+    """Run tests in copy; True when they pass, False when they fail, None when they ran past timeout."""
+    # No .pyc files: two mutants of the same size written within one second would otherwise share a stale one.
+    environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"] + tests,
+                                cwd=copy, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    return result.returncode == 0
+
+
+def baseline(file, tests):
+    """(seconds, passed) of the unmutated file's tests in this worker's copy."""
+    start = time.monotonic()
+    passed = _pytest(_WORKER["copy"], tests, timeout=600)
+    return time.monotonic() - start, bool(passed)
+
+
+def test_mutant(file, tests, mutation_id, timeout):
+    """(status, diff) of one mutant: status is killed, survived or timeout; the copy is restored either way."""
+    path = _WORKER["copy"] / file
+    original = path.read_text(encoding="utf-8")
+    mutated = mutated_source(original, file, mutation_id)
+    try:
+        path.write_text(mutated, encoding="utf-8")
+        passed = _pytest(_WORKER["copy"], tests, timeout)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    status = {True: "survived", False: "killed", None: "timeout"}[passed]
+    diff = "".join(line + "\n" for line in difflib.unified_diff(
+        original.split("\n"), mutated.split("\n"), fromfile=file, tofile=file, lineterm=""))
+    return status, diff
+
+
+# --- the parent: queue, deadline, reports ---
+class FileResult:
+    def __init__(self, file, tests, mutants):
+        self.file, self.tests, self.mutants, self.total = file, tests, mutants, len(mutants)
+        self.results = {}  # mutant number (1-based, mutmut's order) -> (status, diff)
+        self.problem = None
+
+    def count(self, status):
+        return sum(1 for found, _ in self.results.values() if found == status)
+
+    def report(self):
+        """(the summary line, the report text)."""
+        if self.problem:
+            return "%s: %s" % (self.file, self.problem), "%s: %s\n" % (self.file, self.problem)
+        killed, timeout, survived = self.count("killed"), self.count("timeout"), self.count("survived")
+        tested = len(self.results)
+        score = "%.1f%%" % (100.0 * (killed + timeout) / tested) if tested else "no score:"
+        untested = self.total - tested
+        partial = "partial (%d of %d mutants untested at the deadline): " % (untested, self.total) if untested else ""
+        line = "%s: %s%s killed (%d of %d, %d by timeout; %d survived) by %s" % (
+            self.file, partial, score, killed + timeout, tested, timeout, survived, " ".join(self.tests))
+        text = [line + "\n"]
+        for kind in ("survived", "timeout"):
+            for number in sorted(self.results):
+                status, diff = self.results[number]
+                if status == kind:
+                    text.append("\n--- %s: mutant %d\n%s" % (kind, number, diff))
+        return line, "".join(text)
+
+
+def write_report(reports, result):
+    line, text = result.report()
+    (reports / ("%s.txt" % Path(result.file).stem)).write_text(text, encoding="utf-8")
+    with open(reports / "summary.txt", "a", encoding="utf-8") as summary:
+        summary.write(line + "\n")
+    print(line, flush=True)
+
+
+def default_files(root):
+    files = sorted(root.glob("plugins/module_utils/_*.py")) + sorted(root.glob("plugins/filter/*.py"))
+    return [str(path.relative_to(root)) for path in files]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("files", nargs="*", help="files to mutate, relative to the checkout (default: every core)")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("--deadline", type=float, default=0,
+                        help="seconds after which no new mutant starts and partial reports are written (0: none)")
+    parser.add_argument("--reports", type=Path, default=ROOT / "tests" / "output" / "mutation",
+                        help="folder for <file>.txt and summary.txt")
+    parser.add_argument("--stage", type=Path, default=ROOT / ".build" / "mutation-parallel",
+                        help="folder for the workers' copies of the tree")
+    arguments = parser.parse_args(argv)
+    started = time.monotonic()
+    deadline = started + arguments.deadline if arguments.deadline else float("inf")
+    stopping = []
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signal_number, lambda number, frame: stopping.append(number))
+
+    files = arguments.files or default_files(ROOT)
+    files.sort(key=lambda name: (ROOT / name).stat().st_size, reverse=True)
+    arguments.reports.mkdir(parents=True, exist_ok=True)
+    copies = [stage(ROOT, arguments.stage / ("w%d" % number)) for number in range(arguments.jobs)]
+    print("%d workers staged in %.0f s" % (len(copies), time.monotonic() - started), flush=True)
+
+    results = {}
+    for file in files:
+        tests = unit_tests_of(ROOT, file)
+        results[file] = FileResult(file, tests, mutants_of(ROOT, file))
+        if not tests:
+            results[file].problem = "no unit test imports it"
+    print("%d mutants in %d files" % (sum(r.total for r in results.values()), len(files)), flush=True)
+
+    free_copies = multiprocessing.Manager().Queue()
+    for copy in copies:
+        free_copies.put(str(copy))
+    pool = concurrent.futures.ProcessPoolExecutor(arguments.jobs, initializer=_start_worker,
+                                                  initargs=(free_copies,))
+    timeouts = {}
+    baselines = {pool.submit(baseline, file, r.tests): file for file, r in results.items() if not r.problem}
+    for future in concurrent.futures.as_completed(baselines):
+        file = baselines[future]
+        seconds, passed = future.result()
+        if not passed:
+            results[file].problem = "its unit tests fail without a mutant: %s" % " ".join(results[file].tests)
+        timeouts[file] = max(MIN_TIMEOUT, TIMEOUT_FACTOR * seconds)
+    print("baselines done at %.0f s" % (time.monotonic() - started), flush=True)
+
+    for file in files:
+        if results[file].problem:
+            write_report(arguments.reports, results[file])
+    pending = {}
+    remaining = {file: results[file].total for file in files if not results[file].problem}
+    for file in remaining:
+        for number, mutation_id in enumerate(results[file].mutants, start=1):
+            future = pool.submit(test_mutant, file, results[file].tests, mutation_id, timeouts[file])
+            pending[future] = (file, number)
+    if not remaining:
+        pool.shutdown()
+        return 0
+
+    while pending and not stopping and time.monotonic() < deadline:
+        done, _ = concurrent.futures.wait(pending, timeout=1, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+            file, number = pending.pop(future)
+            results[file].results[number] = future.result()
+            remaining[file] -= 1
+            if not remaining[file]:
+                write_report(arguments.reports, results[file])
+    if pending:
+        print("stopped at %.0f s with %d mutants untested" % (time.monotonic() - started, len(pending)), flush=True)
+        for future in pending:
+            future.cancel()
+        # Workers still in a test are ended with their pytest, so that this returns before whoever set the deadline
+        # kills it; their mutants count as untested.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        for file in files:
+            if file in remaining and remaining[file]:
+                write_report(arguments.reports, results[file])
+    pool.shutdown(wait=False, cancel_futures=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
