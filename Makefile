@@ -33,7 +33,7 @@ help:
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
-	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... for some)"
+	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... JOBS=... DEADLINE=...)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
@@ -130,10 +130,13 @@ bench-site: toolchain engine
 bench-upgrade: toolchain engine
 	$(FIXTURES); python bench/upgrade.py
 
-# Mutation testing (mutmut) of the cores against the unit tests, one file at a time on a staged copy: a report per
-# file in tests/output/mutation, the scores in its summary.txt. Not part of `make test`: minutes per file.
+# Mutation testing (mutmut's mutants) of the cores against the unit tests, over JOBS workers each on its own staged
+# copy: a report per file in tests/output/mutation, the scores in its summary.txt. Not part of `make test`: minutes
+# per file. DEADLINE=SECONDS stops starting mutants then and writes partial reports.
+JOBS ?= $(shell nproc)
+DEADLINE ?= 0
 mutation: toolchain
-	tests/mutation/run.sh $(FILES)
+	python tests/mutation/parallel.py -j $(JOBS) --deadline $(DEADLINE) $(FILES)
 
 # The real-host evidence in tests/data/h200 belongs to the code it ran: fails when roles, plugins or
 # playbooks changed since tests/device/record_site.sh last ran on a lent GPU host.

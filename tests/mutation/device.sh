@@ -14,6 +14,9 @@
 #   FILE: default, every core file but those whose scores tests/mutation/scores.txt already holds in full.
 #   MUTATION_SECONDS (default 500): the driver's deadline, so that its partial reports are written before a
 #   10-minute limit on the whole command kills it; MUTATION_JOBS (default: the number of cores).
+# The device tool sends the caller's checkout only: put the tree (git archive COMMIT) and the wheels in a folder
+# of it that .git/info/exclude ignores, say .mutation-carry/{tree,wheels}, and run(carry=[".mutation-carry"],
+# timeout_s=600, command="cd .mutation-carry/tree && bash tests/mutation/device.sh \"$OUT\" ../wheels").
 # Writes OUT_DIR/summary.txt, OUT_DIR/mutation.log and OUT_DIR/reports.tar.gz (tests/output/mutation/<file>.txt
 # of every file: a few files, since a device call returns at most 8).
 set -euo pipefail

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Mutation testing of the pure-Python cores over N worker processes, with a deadline (`run.sh`, in parallel).
+"""Mutation testing of the pure-Python cores over N worker processes, with a deadline (`make mutation`).
 
 usage: tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [FILE...]
        (default FILE: plugins/module_utils/_*.py and plugins/filter/*.py, largest first)
 
 mutmut 2.5.1 runs one mutant at a time; this driver makes the same mutants with mutmut's own functions
 (list_mutations and mutate, the same Context as `mutmut run` without a config) and tests each one against the unit
-test files that import the mutated file, as run.sh does, on N workers. Each worker owns a staged copy of the tree
+test files that import the mutated file, on N workers. Each worker owns a staged copy of the tree
 (the checkout is never mutated, even when this is killed): it writes one mutant into its copy, runs pytest there
 with a per-mutant timeout, and puts the original back. The mutants of every file share one queue, largest file
 first, so the workers stay busy to the end.
@@ -14,7 +14,7 @@ first, so the workers stay busy to the end.
 When the deadline passes (or on SIGTERM/SIGINT) the mutants not started are dropped and the report of every file
 that is not finished is written as partial, with the number left untested, so a run that is about to be killed
 still leaves its results. Reports: DIR/<file>.txt (the score, then the diff of each surviving and timed-out
-mutant) and one line per file added to DIR/summary.txt, as run.sh writes them.
+mutant) and one line per file added to DIR/summary.txt.
 """
 import argparse
 import concurrent.futures
@@ -76,7 +76,7 @@ def stage(root, destination):
 
 
 def unit_tests_of(root, file):
-    """The unit test files that import file (module_utils by file name, filters by import path), as run.sh finds them."""
+    """The unit test files that import file (module_utils by file name, filters by import path)."""
     name = Path(file).stem
     if file.startswith("plugins/filter/"):
         pattern = re.compile(r"plugins\.filter\.%s\b|plugins/filter/%s\.py" % (name, name))
