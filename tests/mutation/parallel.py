@@ -248,7 +248,12 @@ def main(argv=None):
         pool.shutdown()
         return 0
 
+    total, next_progress = len(pending), time.monotonic() + 60
     while pending and not stopping and time.monotonic() < deadline:
+        if time.monotonic() >= next_progress:
+            print("%d of %d mutants tested at %.0f s" % (total - len(pending), total, time.monotonic() - started),
+                  flush=True)
+            next_progress += 60
         done, _ = concurrent.futures.wait(pending, timeout=1, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
             file, number = pending.pop(future)
