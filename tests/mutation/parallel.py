@@ -149,7 +149,8 @@ def test_mutant(file, tests, mutation_id, timeout):
 # --- the parent: queue, deadline, reports ---
 class FileResult:
     def __init__(self, file, tests, mutants):
-        self.file, self.tests, self.mutants, self.total = file, tests, mutants, len(mutants)
+        self.file, self.tests, self.total = file, tests, len(mutants)
+        self.mutants = dict(enumerate(mutants, start=1))  # number -> mutmut's mutation id
         self.results = {}  # mutant number (1-based, mutmut's order) -> (status, diff)
         self.problem = None
 
@@ -197,6 +198,9 @@ def main(argv=None):
                         help="seconds after which no new mutant starts and partial reports are written (0: none)")
     parser.add_argument("--reports", type=Path, default=ROOT / "tests" / "output" / "mutation",
                         help="folder for <file>.txt and summary.txt")
+    parser.add_argument("--only", type=lambda text: set(int(number) for number in text.split(",")), default=None,
+                        help="test only these mutant numbers (as a report numbers them; one FILE), to see a new test "
+                             "kill the survivors")
     parser.add_argument("--stage", type=Path, default=ROOT / ".build" / "mutation-parallel",
                         help="folder for the workers' copies of the tree")
     arguments = parser.parse_args(argv)
@@ -215,7 +219,11 @@ def main(argv=None):
     results = {}
     for file in files:
         tests = unit_tests_of(ROOT, file)
-        results[file] = FileResult(file, tests, mutants_of(ROOT, file))
+        mutants = mutants_of(ROOT, file)
+        results[file] = FileResult(file, tests, mutants)
+        if arguments.only:
+            results[file].mutants = dict((number, mutants[number - 1]) for number in sorted(arguments.only))
+            results[file].total = len(arguments.only)
         if not tests:
             results[file].problem = "no unit test imports it"
     print("%d mutants in %d files" % (sum(r.total for r in results.values()), len(files)), flush=True)
@@ -241,7 +249,7 @@ def main(argv=None):
     pending = {}
     remaining = {file: results[file].total for file in files if not results[file].problem}
     for file in remaining:
-        for number, mutation_id in enumerate(results[file].mutants, start=1):
+        for number, mutation_id in results[file].mutants.items():
             future = pool.submit(test_mutant, file, results[file].tests, mutation_id, timeouts[file])
             pending[future] = (file, number)
     if not remaining:
