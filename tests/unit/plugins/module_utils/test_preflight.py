@@ -10,6 +10,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight impo
     driver_branch,
     evaluate,
     family_of,
+    reboot_pending,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import build_plan, profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id, resolve
@@ -64,7 +65,7 @@ def test_reference_box_passes_and_says_what_was_checked():
 
 @pytest.mark.parametrize("capability,family", [("12.0", "blackwell"), ("10.0", "blackwell"), ("9.0", "hopper"),
                                                ("8.9", "ada"), ("8.6", "ampere"), ("8.0", "ampere"), ("7.5", "turing"),
-                                               ("6.1", None), (None, None)])
+                                               ("7.0", "volta"), ("7.2", "volta"), ("6.1", None), (None, None)])
 def test_families(capability, family):
     assert family_of(capability) == family
 
@@ -429,3 +430,225 @@ def test_a_pending_reboot_that_the_cuda_role_does_is_reported_not_refused():
                                   "cuda_driver_reboot: true)."]
     assert evaluate(settings(driver_install=True), CU130, observed(gpu=gpu))["ok"] is False
     assert DEFAULTS["preflight_driver_reboot"] == "{{ cuda_driver_reboot | default(false) }}"
+
+
+# The tests below were written against the mutants that survived `make mutation` (tests/mutation/scores.txt): each
+# pins a text or an edge that no other test looked at.
+
+
+@pytest.mark.parametrize("state,message,fix", [
+    ("no_nvidia_smi", "said", "Install the NVIDIA driver (role blackwell.gpu_node.cuda with cuda_driver_install: "
+                              "true)."),
+    ("no_driver", "said", "If the driver was just installed or updated, reboot; otherwise see `dmesg | grep -i nvrm`."),
+    ("driver_mismatch", "said", "The loaded kernel module and the driver's libraries differ, as after a driver "
+                                "update: reboot."),
+    ("no_gpu", "said", "Check that the GPUs are seated and visible (lspci | grep -i nvidia)."),
+    ("error", "said", "Run nvidia-smi on the host to see why it fails."),
+    ("unheard_of", "", ""),
+])
+def test_each_unusable_state_has_its_whole_fix(state, message, fix):
+    report = evaluate(settings(), CU130, observed(gpu=dict(NO_NVIDIA_SMI, state=state, message=message)))
+    assert [p for p in report["problems"] if p.startswith("GPUs are required")] == [
+        "GPUs are required (preflight_gpus_required: true) but gpu_facts says %s: %s. %s" % (
+            state, message or "-", fix)]
+
+
+def test_gpus_required_but_none_listed():
+    report = evaluate(settings(), CU130, observed(gpu=dict(REFERENCE_GPU, gpus=[])))
+    assert report["problems"] == ["GPUs are required (preflight_gpus_required: true) but nvidia-smi lists none."]
+
+
+def test_gpus_not_required_are_still_checked_when_they_work():
+    report = evaluate(settings(gpus_required=False), CU130, observed())
+    assert "8 GPU(s): NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0" in report["checked"]
+    assert report["notes"] == []
+
+
+@pytest.mark.parametrize("gpu", [dict(REFERENCE_GPU, gpus=[]), dict(REFERENCE_GPU, state="no_driver")])
+def test_gpus_not_required_are_not_checked_unless_ok_and_listed(gpu):
+    report = evaluate(settings(gpus_required=False), CU130, observed(gpu=gpu))
+    assert not [line for line in report["checked"] if "GPU(s)" in line]
+    assert report["notes"] == ["GPUs are not required (preflight_gpus_required: false): no GPU was checked "
+                               "(gpu_facts state %s)." % gpu["state"]]
+
+
+def test_mixed_gpus_are_listed_each_and_an_unknown_capability_is_a_question_mark():
+    hopper = dict(RTX_PRO_6000, index=1, name="NVIDIA H200", compute_capability="9.0")
+    unknown = dict(RTX_PRO_6000, index=2, name="NVIDIA Mystery", compute_capability=None)
+    report = evaluate(settings(expected_gpu_family="blackwell"), CU130,
+                      observed(gpu=dict(REFERENCE_GPU, gpus=[RTX_PRO_6000, hopper, unknown])))
+    assert ("3 GPU(s): NVIDIA H200, NVIDIA Mystery, NVIDIA RTX PRO 6000 Blackwell Server Edition, compute "
+            "capability 12.0, 9.0, ?") in report["checked"]
+    assert report["problems"] == [
+        "preflight_expected_gpu_family=blackwell, but GPU1 is NVIDIA H200 (compute capability 9.0, hopper); GPU2 is "
+        "NVIDIA Mystery (compute capability None, unknown family): fix preflight_expected_gpu_family in the "
+        "inventory, or run against the right hosts."]
+
+
+def test_what_was_checked_about_the_gpus_is_said_in_full():
+    report = evaluate(settings(expected_gpu_family="blackwell", expected_compute_capability="12.0"), CU130,
+                      observed())
+    assert report["checked"][2:] == [
+        "8 GPU(s): NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0",
+        "driver 580.95.05 (branch 580 >= 580 for CUDA 13.0)",
+        "open kernel module",
+        "GPU family blackwell as expected",
+        "compute capability 12.0 as expected",
+        "tp 1 x pp 1 over 1 node(s) fits 8 GPU(s)",
+        "port 127.0.0.1:30000 is free"]
+    unnamed = evaluate(settings(), CU130, observed(gpu=dict(REFERENCE_GPU, kernel_module=None)))
+    assert not [line for line in unnamed["checked"] if "kernel module" in line]
+
+
+def test_blackwell_on_the_proprietary_module_is_refused_with_the_whole_fix():
+    report = evaluate(settings(), CU130, observed(gpu=dict(REFERENCE_GPU, kernel_module="proprietary")))
+    assert report["problems"] == [
+        "Blackwell GPUs need NVIDIA's open kernel modules, but the proprietary one is loaded: install the open "
+        "flavour (role blackwell.gpu_node.cuda with cuda_driver_install: true installs nvidia-open) and reboot."]
+
+
+def test_a_driver_mismatch_is_a_pending_reboot_with_its_message():
+    gpu = dict(REFERENCE_GPU, state="driver_mismatch", message="Failed to initialize NVML: Driver/library mismatch")
+    assert reboot_pending(gpu, [], False) == [
+        "the loaded NVIDIA kernel module and the driver's libraries differ (Failed to initialize NVML: "
+        "Driver/library mismatch)"]
+    assert reboot_pending(dict(gpu, state="ok"), [], False) == []
+
+
+def test_every_pending_reason_is_listed_in_one_problem_or_note():
+    gpu = dict(REFERENCE_GPU, kernel_module_installed_version="580.105.08")
+    packages = ["nvidia-open-580", "nvidia-dkms-580", "linux-base"]
+    reasons = ("NVIDIA kernel module 580.105.08 is installed but 580.95.05 is loaded; /var/run/reboot-required "
+               "names nvidia-open-580, nvidia-dkms-580")
+    refused = evaluate(settings(), CU130, observed(gpu=gpu, reboot_required=True, reboot_required_packages=packages))
+    assert refused["problems"] == ["A reboot is pending: %s. Reboot the host, then run again." % reasons]
+    assert refused["notes"] == []  # the reboot-required file is one of the reasons already
+    rebooted = evaluate(settings(driver_install=True, driver_reboot=True), CU130,
+                        observed(gpu=gpu, reboot_required=True, reboot_required_packages=packages))
+    assert rebooted["notes"] == ["A reboot is pending: %s. The cuda role reboots the host (cuda_driver_install and "
+                                 "cuda_driver_reboot: true)." % reasons]
+
+
+def test_the_reboot_required_file_is_noted_when_no_pending_reason_names_it():
+    gpu = dict(REFERENCE_GPU, kernel_module_installed_version="580.105.08")
+    report = evaluate(settings(gpus_required=False), CU130,
+                      observed(gpu=gpu, reboot_required=True, reboot_required_packages=["linux-base", "libc6"]))
+    assert report["notes"] == [
+        "A reboot is pending: NVIDIA kernel module 580.105.08 is installed but 580.95.05 is loaded.",
+        "/var/run/reboot-required is present (linux-base, libc6): reboot when convenient."]
+    unnamed = evaluate(settings(), CU130, observed(reboot_required=True, reboot_required_packages=[]))
+    assert unnamed["notes"] == ["/var/run/reboot-required is present (no package named): reboot when convenient."]
+
+
+def test_parallel_sizes_that_split_only_as_a_product():
+    # tp 2 x pp 2 = 4 ranks split over 4 nodes, though neither size does alone.
+    address = "10.0.0.1:5000"
+    peers = [dict(host="gpu0%d" % rank, nnodes=4, node_rank=rank, dist_init_addr=address) for rank in range(4)]
+    report = evaluate(settings(tensor_parallel_size=2, pipeline_parallel_size=2, nnodes=4, dist_init_addr=address),
+                      CU130, observed(peers=peers))
+    assert report["problems"] == []
+    assert "tp 2 x pp 2 over 4 node(s) fits 8 GPU(s)" in report["checked"]
+    assert "node 0 of 4, joined at 10.0.0.1:5000" in report["checked"]
+
+
+def test_a_single_node_has_rank_0_only():
+    report = evaluate(settings(node_rank=1), CU130, observed())
+    assert report["problems"] == ["preflight_node_rank=1 is outside 0..0 (preflight_nnodes=1)."]
+
+
+def test_every_disagreeing_node_and_shared_rank_is_listed_and_nothing_is_said_to_join():
+    address = "10.0.0.1:5000"
+    peers = [dict(host="gpu01", nnodes=2, node_rank=0, dist_init_addr=address),
+             dict(host="gpu02", nnodes=3, node_rank=0, dist_init_addr=address),
+             dict(host="gpu03", nnodes=4, node_rank=0, dist_init_addr=address),
+             dict(host="gpu04", nnodes=2, node_rank=1, dist_init_addr=address),
+             dict(host="gpu05", nnodes=2, node_rank=1, dist_init_addr=address)]
+    report = evaluate(settings(nnodes=2, dist_init_addr=address, tensor_parallel_size=2), CU130,
+                      observed(peers=peers))
+    assert report["problems"][:2] == [
+        "preflight_nnodes differs among the nodes of 10.0.0.1:5000: gpu01 has 2, gpu02 says 3, gpu03 says 4. Give "
+        "them one value.",
+        "Nodes of 10.0.0.1:5000 share a preflight_node_rank (0: gpu01, gpu02, gpu03; 1: gpu04, gpu05): each node "
+        "needs its own."]
+    assert not [line for line in report["checked"] if "joined at" in line]
+
+
+@pytest.mark.parametrize("peers", [
+    # as many members as nodes, but one disagrees: not joined
+    [dict(host="gpu01", nnodes=2, node_rank=0), dict(host="gpu02", nnodes=3, node_rank=1)],
+    # all agree, but one node is missing from the play: not joined
+    [dict(host="gpu01", nnodes=2, node_rank=0)],
+])
+def test_a_node_is_said_to_join_only_when_every_check_passed(peers):
+    address = "10.0.0.1:5000"
+    report = evaluate(settings(nnodes=2, dist_init_addr=address, tensor_parallel_size=2), CU130,
+                      observed(peers=[dict(peer, dist_init_addr=address) for peer in peers]))
+    assert report["problems"]
+    assert not [line for line in report["checked"] if "joined at" in line]
+
+
+def test_model_texts_in_full():
+    hub = evaluate(settings(model_path="moonshotai/Kimi-K2", model_is_hub_id=True), CU130, observed())
+    assert "model moonshotai/Kimi-K2 is a hub id, downloaded by the server" in hub["checked"]
+    missing = evaluate(settings(model_path="/m"), CU130, observed(model={"exists": False}))
+    assert missing["problems"] == ["preflight_model_path=/m does not exist on this host: copy or mount the model "
+                                   "there, or fix the path."]
+    file = evaluate(settings(model_path="/m"), CU130, observed(model={"exists": True, "is_dir": False}))
+    assert file["problems"] == ["preflight_model_path=/m has no config.json, so it is not a Hugging Face model "
+                                "directory: point it at the directory that holds config.json."]
+
+
+def test_the_service_user_is_created_unless_told_otherwise():
+    unset = settings()
+    del unset["service_user_create"]
+    report = evaluate(unset, CU130, observed(service_user_exists=False))
+    assert report["ok"] is True
+
+
+def test_python_without_venv_support_and_without_a_version_names_the_generic_package():
+    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                      observed(venv_python={"venv_error": "No module named ensurepip"}, disk={"free_bytes": None}))
+    assert report["problems"] == [
+        "preflight_venv_python=/usr/bin/python3 (ml_stack_python) cannot create virtualenvs (No module named "
+        "ensurepip): apt-get install python3-venv (python-venv for an interpreter other than the system's python3), "
+        "then run again."]
+
+
+def test_unknown_free_space_is_a_note():
+    report = evaluate(settings(venv_path="/home/sglang/ml-env"), CU130,
+                      observed(disk={"mount": "/home", "free_bytes": None}, venv_python=PYTHON_311))
+    assert report["ok"] is True
+    assert report["notes"] == ["The free space for /home/sglang/ml-env is not known; it was not checked."]
+
+
+def test_exactly_the_minimum_free_space_is_enough():
+    gib = 1024 ** 3  # not the module's GIB: its value is what this checks
+    report = evaluate(settings(venv_path="/home/sglang/ml-env", venv_min_free_gib=30), CU130,
+                      observed(disk={"mount": "/home", "free_bytes": 30 * gib}, venv_python=PYTHON_311))
+    assert report["ok"] is True
+    assert "30.0 GiB free on /home for a new virtualenv" in report["checked"]
+    short = evaluate(settings(venv_path="/home/sglang/ml-env", venv_min_free_gib=30), CU130,
+                     observed(disk={"mount": "/home", "free_bytes": 30 * gib - 1}, venv_python=PYTHON_311))
+    assert short["problems"][0].startswith("/home has 30.0 GiB free for a new virtualenv")
+
+
+@pytest.mark.parametrize("host,state,line", [
+    ("10.1.2.3", "free", "port 10.1.2.3:30000 is free"),
+    (None, "free", "port 127.0.0.1:30000 is free"),
+    ("", "ours", "port 127.0.0.1:30000 is held by our own server"),
+])
+def test_port_texts_in_full(host, state, line):
+    report = evaluate(settings(host=host), CU130, observed(port_state=state))
+    assert report["ok"] is True and report["checked"][-1] == line
+
+
+def test_a_port_in_use_names_the_address_and_the_fix():
+    report = evaluate(settings(host="10.1.2.3"), CU130, observed(port_state="in_use"))
+    assert report["problems"] == [
+        "preflight_port 10.1.2.3:30000 is in use by another process, not by this collection's server: stop it (ss "
+        "-ltnp 'sport = :30000' shows which) or choose another port."]
+
+
+def test_a_port_state_not_known_says_nothing():
+    report = evaluate(settings(), CU130, observed(port_state=None))
+    assert report["ok"] is True and not [line for line in report["checked"] if line.startswith("port ")]
