@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Mutation testing of the pure-Python cores over N worker processes, with a deadline (`make mutation`).
 
-usage: tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [FILE...]
+usage: python tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [FILE...]
        (default FILE: plugins/module_utils/_*.py and plugins/filter/*.py, largest first)
 
 mutmut 2.5.1 runs one mutant at a time; this driver makes the same mutants with mutmut's own functions
@@ -155,7 +154,7 @@ class FileResult:
         self.problem = None
 
     def count(self, status):
-        return sum(1 for found, _ in self.results.values() if found == status)
+        return sum(1 for found, _diff in self.results.values() if found == status)
 
     def report(self):
         """(the summary line, the report text)."""
@@ -262,7 +261,7 @@ def main(argv=None):
             print("%d of %d mutants tested at %.0f s" % (total - len(pending), total, time.monotonic() - started),
                   flush=True)
             next_progress += 60
-        done, _ = concurrent.futures.wait(pending, timeout=1, return_when=concurrent.futures.FIRST_COMPLETED)
+        done = concurrent.futures.wait(pending, timeout=1, return_when=concurrent.futures.FIRST_COMPLETED).done
         for future in done:
             file, number = pending.pop(future)
             results[file].results[number] = future.result()
