@@ -103,23 +103,33 @@ _WORKER = {}
 
 def _start_worker(free_copies):
     _WORKER["copy"] = Path(free_copies.get())
-    # The deadline is the parent's to keep: a worker ignores SIGINT from the terminal, and the parent's SIGTERM
-    # exits it through subprocess.run, which kills the mutant's pytest on the way out.
+    # The deadline is the parent's to keep: a worker ignores SIGINT from the terminal, and on the parent's SIGTERM
+    # it kills the pytest it waits for and exits at once (a SystemExit would be caught by the pool's worker loop,
+    # which would go on with the mutants queued already).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(1))
+    signal.signal(signal.SIGTERM, _end_worker)
+
+
+def _end_worker(signal_number, frame):
+    if _WORKER.get("test") is not None:
+        _WORKER["test"].kill()
+    os._exit(128 + signal_number)
 
 
 def _pytest(copy, tests, timeout):
     """Run tests in copy; True when they pass, False when they fail, None when they ran past timeout."""
     # No .pyc files: two mutants of the same size written within one second would otherwise share a stale one.
     environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    _WORKER["test"] = subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"] + tests,
+                                       cwd=copy, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"] + tests,
-                                cwd=copy, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                timeout=timeout, check=False)
+        return _WORKER["test"].wait(timeout) == 0
     except subprocess.TimeoutExpired:
+        _WORKER["test"].kill()
+        _WORKER["test"].wait()
         return None
-    return result.returncode == 0
+    finally:
+        _WORKER["test"] = None
 
 
 def baseline(file, tests):
@@ -162,10 +172,10 @@ class FileResult:
             return "%s: %s" % (self.file, self.problem), "%s: %s\n" % (self.file, self.problem)
         killed, timeout, survived = self.count("killed"), self.count("timeout"), self.count("survived")
         tested = len(self.results)
-        score = "%.1f%%" % (100.0 * (killed + timeout) / tested) if tested else "no score:"
+        score = "%.1f%% killed" % (100.0 * (killed + timeout) / tested) if tested else "no score"
         untested = self.total - tested
         partial = "partial (%d of %d mutants untested at the deadline): " % (untested, self.total) if untested else ""
-        line = "%s: %s%s killed (%d of %d, %d by timeout; %d survived) by %s" % (
+        line = "%s: %s%s (%d of %d, %d by timeout; %d survived) by %s" % (
             self.file, partial, score, killed + timeout, tested, timeout, survived, " ".join(self.tests))
         text = [line + "\n"]
         for kind in ("survived", "timeout"):
@@ -227,7 +237,7 @@ def main(argv=None):
             results[file].problem = "no unit test imports it"
     print("%d mutants in %d files" % (sum(r.total for r in results.values()), len(files)), flush=True)
 
-    free_copies = multiprocessing.Manager().Queue()
+    free_copies = multiprocessing.Queue()
     for copy in copies:
         free_copies.put(str(copy))
     pool = concurrent.futures.ProcessPoolExecutor(arguments.jobs, initializer=_start_worker,
@@ -270,16 +280,19 @@ def main(argv=None):
                 write_report(arguments.reports, results[file])
     if pending:
         print("stopped at %.0f s with %d mutants untested" % (time.monotonic() - started, len(pending)), flush=True)
-        for future in pending:
-            future.cancel()
-        # Workers still in a test are ended with their pytest, so that this returns before whoever set the deadline
-        # kills it; their mutants count as untested.
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
         for file in files:
             if file in remaining and remaining[file]:
                 write_report(arguments.reports, results[file])
-    pool.shutdown(wait=False, cancel_futures=True)
+        # Workers still in a test are ended with their pytest, and this exits without waiting for the pool, so
+        # that it returns before whoever set the deadline kills it; their mutants count as untested.
+        workers = list(pool._processes.values())  # pylint: disable=protected-access
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.join(10)
+        sys.stdout.flush()
+        os._exit(0)
+    pool.shutdown()
     return 0
 
 
