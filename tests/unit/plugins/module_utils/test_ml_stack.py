@@ -644,3 +644,16 @@ def test_a_protected_target_elsewhere_protects_nothing_here():
 def test_a_keep_that_is_no_count_is_refused_naming_the_variable(keep):
     plan = prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, keep, [CURRENT])
     assert plan["remove"] == [] and plan["problems"][0].startswith("ml_stack_keep=")
+
+
+def test_the_file_names_and_pip_options_are_the_ones_hosts_already_have():
+    # Literal, not the module's constants: virtualenvs built by earlier runs carry these names (the README, the
+    # molecule tests and the upgrade read them), and pip must never stop to ask or draw a progress bar in a log.
+    plan = plan_of()
+    venv_dir = plan["venv_dir"]
+    assert plan["files"] == {"marker": venv_dir + "/ml-stack.json",
+                             "constraints": venv_dir + "/ml-stack-constraints.txt",
+                             "pip_conf": venv_dir + "/pip.conf",
+                             "pip_check": venv_dir + "/ml-stack-pip-check.txt"}
+    for argv in plan["install"].values():
+        assert argv[:5] == ["install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
