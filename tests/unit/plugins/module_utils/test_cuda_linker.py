@@ -109,8 +109,3 @@ def test_a_control_character_in_the_suffix_is_refused():
 
 def test_the_default_options_are_fine():
     assert option_problems(13, ".disabled-by-blackwell-gpu-node") == []
-
-
-def test_cuda_1_is_the_smallest_major_accepted():
-    assert option_problems(1, ".off") == []
-    assert option_problems(0, ".off") == ["major=0 must be a CUDA major version, 1 or more"]
