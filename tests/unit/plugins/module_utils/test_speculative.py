@@ -16,7 +16,6 @@ def settings(**change):
 @pytest.mark.parametrize("change", [
     {}, dict(num_steps=3), dict(num_steps=3, eagle_topk=1, num_draft_tokens=4),
     dict(algorithm="EAGLE", num_steps=5, eagle_topk=4, num_draft_tokens=8), dict(algorithm="STANDALONE"),
-    dict(algorithm="NEXTN"),
     dict(num_steps="3", eagle_topk="1", num_draft_tokens="4"),  # from -e key=value
 ])
 def test_settings_sglang_starts_with_pass(change):
@@ -82,22 +81,3 @@ def test_a_server_without_a_draft_is_not_speculative():
     assert speculative.from_argv(["python", "-m", "sglang.launch_server", "--model-path", "/m"]) == dict(
         enabled=False, algorithm=None, draft_model_path=None, num_steps=None, eagle_topk=None, num_draft_tokens=None)
     assert speculative.from_argv(None)["enabled"] is False
-
-
-def test_the_whole_texts_of_a_missing_draft_and_an_unknown_algorithm():
-    assert speculative.problems(settings(algorithm="NGRAM", draft_model_path=None), PREFIX) == [
-        "sglang_server_speculative_draft_model_path is required with speculative decoding: the draft model's "
-        "directory (with its config.json)",
-        "sglang_server_speculative_algorithm=NGRAM is not one SGLang 0.5.9 runs with a draft model: use one of "
-        "EAGLE, EAGLE3, NEXTN, STANDALONE (EAGLE3 for an EAGLE-3 draft)"]
-
-
-def test_the_whole_text_of_a_draft_without_config_json(tmp_path):
-    assert speculative.draft_model_problem(str(tmp_path), "sglang_server_speculative_draft_model_path") == (
-        "sglang_server_speculative_draft_model_path=%s has no config.json: point it at the draft model's directory "
-        "(for EAGLE-3, the EAGLE3 checkpoint matching the served model), or download it there first" % tmp_path)
-
-
-def test_a_flag_just_before_the_last_word_is_read():
-    assert speculative.from_argv(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "4"]) == dict(
-        algorithm="EAGLE3", draft_model_path=None, num_steps=None, eagle_topk=None, num_draft_tokens=4, enabled=True)
