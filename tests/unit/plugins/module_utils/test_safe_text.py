@@ -28,3 +28,10 @@ def test_position_and_code_point_are_reported():
 def test_every_bad_pair_is_reported():
     assert control_character_problems([("a", "ok"), ("b", "x\n"), ("c", "\ry")]) == [
         control_character_problem("x\n", "b"), control_character_problem("\ry", "c")]
+
+
+def test_the_whole_message_says_where_and_how_to_fix():
+    # All of it, so that a changed word in the fix is seen, not only its first and last words.
+    assert control_character_problem("ab\x1b", "sglang_server_args.x") == (
+        "sglang_server_args.x: the value holds the control character U+001B at position 2; values written into "
+        "files (units, Python, shell, INI) must be one line of printable text: remove it")
