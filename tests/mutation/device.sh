@@ -9,8 +9,9 @@
 #       --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 \
 #       -d .whl-mutation NAME==VERSION     (each pin of requirements/tools.txt named below)
 #     pip wheel --no-deps -w .whl-mutation mutmut==2.5.1 glob2==0.7     (published as sources only)
-#   for mutmut click glob2 junit-xml parso pony six toml pytest iniconfig pluggy Pygments packaging ansible-core
-#   Jinja2 MarkupSafe PyYAML resolvelib cryptography cffi pycparser.
+#   for mutmut click glob2 junit-xml parso pony six toml pytest iniconfig pluggy Pygments packaging ansible-core pip
+#   Jinja2 MarkupSafe PyYAML resolvelib cryptography cffi pycparser (pip: test_ml_stack runs pip's own option
+#   parser, and the venv is made without pip).
 #   FILE: default, every core file but those whose scores tests/mutation/scores.txt already holds in full.
 #   MUTATION_SECONDS (default 500): the driver's deadline, so that its partial reports are written before a
 #   10-minute limit on the whole command kills it; MUTATION_JOBS (default: the number of cores).

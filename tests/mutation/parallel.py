@@ -132,11 +132,15 @@ def _pytest(copy, tests, timeout):
         _WORKER["test"] = None
 
 
-def baseline(file, tests):
-    """(seconds, passed) of the unmutated file's tests in this worker's copy."""
+def baseline(tests):
+    """(seconds, None) of the unmutated file's tests in this worker's copy, or (seconds, the end of pytest's output)
+    when they fail, for the report to say why."""
     start = time.monotonic()
-    passed = _pytest(_WORKER["copy"], tests, timeout=600)
-    return time.monotonic() - start, bool(passed)
+    if _pytest(_WORKER["copy"], tests, timeout=600):
+        return time.monotonic() - start, None
+    failed = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"] + tests,
+                            cwd=_WORKER["copy"], capture_output=True, text=True, timeout=600, check=False)
+    return time.monotonic() - start, (failed.stdout + failed.stderr)[-3000:]
 
 
 def test_mutant(file, tests, mutation_id, timeout):
@@ -162,6 +166,7 @@ class FileResult:
         self.mutants = dict(enumerate(mutants, start=1))  # number -> mutmut's mutation id
         self.results = {}  # mutant number (1-based, mutmut's order) -> (status, diff)
         self.problem = None
+        self.failure = ""  # the end of pytest's output when the unmutated code fails its tests
 
     def count(self, status):
         return sum(1 for found, _diff in self.results.values() if found == status)
@@ -169,7 +174,7 @@ class FileResult:
     def report(self):
         """(the summary line, the report text)."""
         if self.problem:
-            return "%s: %s" % (self.file, self.problem), "%s: %s\n" % (self.file, self.problem)
+            return "%s: %s" % (self.file, self.problem), "%s: %s\n%s" % (self.file, self.problem, self.failure)
         killed, timeout, survived = self.count("killed"), self.count("timeout"), self.count("survived")
         tested = len(self.results)
         score = "%.1f%% killed" % (100.0 * (killed + timeout) / tested) if tested else "no score"
@@ -243,12 +248,13 @@ def main(argv=None):
     pool = concurrent.futures.ProcessPoolExecutor(arguments.jobs, initializer=_start_worker,
                                                   initargs=(free_copies,))
     timeouts = {}
-    baselines = {pool.submit(baseline, file, r.tests): file for file, r in results.items() if not r.problem}
+    baselines = {pool.submit(baseline, r.tests): file for file, r in results.items() if not r.problem}
     for future in concurrent.futures.as_completed(baselines):
         file = baselines[future]
-        seconds, passed = future.result()
-        if not passed:
+        seconds, failure = future.result()
+        if failure is not None:
             results[file].problem = "its unit tests fail without a mutant: %s" % " ".join(results[file].tests)
+            results[file].failure = failure
         timeouts[file] = max(MIN_TIMEOUT, TIMEOUT_FACTOR * seconds)
     print("baselines done at %.0f s" % (time.monotonic() - started), flush=True)
 
