@@ -733,3 +733,136 @@ def test_the_launch_history_keeps_the_last_launches_newest_first_and_survives_fo
 def test_a_launch_history_that_is_not_one_is_left_out(tmp_path, content):
     (tmp_path / "sglang.launches.json").write_text(content)
     assert core.Instance(str(tmp_path), "sglang").launches() == []
+
+
+# The tests below were written against the mutants that survived `make mutation` (tests/mutation/scores.txt).
+
+def test_the_whole_unit_file():
+    # Every line, so that a directive that changes (or a blank line that disappears between sections) is seen.
+    text, secrets = core.systemd_unit("sglang", ["/v/bin/python", "-m", "sglang.launch_server", "--api-key=k"],
+                                      {"B": "2", "A": "1"}, "/var/log/sglang/sglang.log",
+                                      "/var/lib/b/sglang.secret.env", SERVICE)
+    assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_3": "k"}
+    assert text == "\n".join([
+        "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
+        "[Unit]",
+        "Description=SGLang server sglang (blackwell.gpu_node)",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "StartLimitIntervalSec=600",
+        "StartLimitBurst=5",
+        "",
+        "[Service]",
+        "Type=simple",
+        "ExecStart=/v/bin/python -m sglang.launch_server --api-key=${BLACKWELL_GPU_NODE_SECRET_ARG_3}",
+        "Environment=A=1",
+        "Environment=B=2",
+        "User=sglang",
+        "Group=sglang",
+        "UMask=0027",
+        "EnvironmentFile=-/var/lib/b/sglang.secret.env",
+        "StandardOutput=append:/var/log/sglang/sglang.log",
+        "StandardError=append:/var/log/sglang/sglang.log",
+        "Restart=on-failure",
+        "RestartSec=10",
+        "KillMode=control-group",
+        "TimeoutStopSec=30",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=full",
+        "PrivateTmp=yes",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectControlGroups=yes",
+        "RestrictSUIDSGID=yes",
+        "LockPersonality=yes",
+        "RestrictRealtime=yes",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]) + "\n"
+
+
+def test_a_secret_with_an_equals_sign_after_the_flag_moves_whole():
+    text, secrets = core.systemd_unit("sglang", ["/v/bin/python", "--api-key", "a=b"], {}, "/l", "/s", SERVICE)
+    assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_2": "a=b"}
+    assert "ExecStart=/v/bin/python --api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_2}\n" in text and "a=" not in text
+
+
+def test_the_whole_logrotate_file():
+    assert core.logrotate_config("/var/log/sglang/sglang.log", 4) == "\n".join([
+        "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
+        '"/var/log/sglang/sglang.log" {',
+        "    weekly",
+        "    maxsize 200M",
+        "    rotate 4",
+        "    compress",
+        "    delaycompress",
+        "    missingok",
+        "    notifempty",
+        "    copytruncate",
+        "}",
+    ]) + "\n"
+
+
+def test_unit_status_reads_every_property_that_is_asked_for():
+    # The module asks systemctl for UNIT_PROPERTIES: each one must be one that unit_status reads.
+    values = {"MainPID": "4242", "ActiveState": "reloading", "SubState": "reload", "NRestarts": "2",
+              "UnitFileState": "enabled", "LoadState": "loaded", "ExecMainStartTimestampMonotonic": "77"}
+    status = core.unit_status("".join("%s=%s\n" % (name, values[name]) for name in core.UNIT_PROPERTIES))
+    assert status == {"pid": 4242, "active_state": "reloading", "sub_state": "reload", "restarts": 2,
+                      "enabled": True, "loaded": True, "started_monotonic": 77, "running": True}
+
+
+def test_unit_status_of_nothing_said():
+    assert core.unit_status("") == {"pid": 0, "active_state": "unknown", "sub_state": "unknown", "restarts": 0,
+                                    "enabled": False, "loaded": False, "started_monotonic": 0, "running": False}
+    # systemd's own PID 1 is no server's main pid only in theory; pid 1 counts as one, pid 0 does not.
+    assert core.unit_status("MainPID=1\nActiveState=active\n")["running"] is True
+    assert core.unit_status("MainPID=0\nActiveState=active\n")["running"] is False
+    assert core.unit_status("MainPID=5\nActiveState=inactive\n")["running"] is False
+
+
+def test_the_api_key_is_added_to_the_whole_command():
+    assert core.build_argv(options(api_key="s3cr3t", extra_args=["--x"])) == [
+        "/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi-k2.5-int4",
+        "--tensor-parallel-size", "1", "--host", "127.0.0.1", "--port", "30000", "--api-key", "s3cr3t", "--x"]
+
+
+@pytest.mark.parametrize("port,ok", [(0, False), (1, True), (65535, True), (65536, False)])
+def test_the_port_range_edges(tmp_path, port, ok):
+    assert (core.check_options(dict(valid(tmp_path), port=port)) == []) is ok
+
+
+@pytest.mark.parametrize("change,problem", [
+    (dict(nnodes=0), "nnodes=0 must be a positive integer"),
+    (dict(nnodes=2, node_rank=0, dist_init_addr="10.0.0.1:"),
+     "dist_init_addr='10.0.0.1:' must be HOST:PORT of the rank-0 node when nnodes > 1"),
+    (dict(nnodes=2, node_rank=0, dist_init_addr=None),
+     "dist_init_addr='' must be HOST:PORT of the rank-0 node when nnodes > 1"),
+])
+def test_multi_node_problems_in_full(tmp_path, change, problem):
+    assert core.check_options(dict(valid(tmp_path), **change)) == [problem]
+
+
+def test_speculative_problems_come_with_the_others(tmp_path):
+    problems = core.check_options(dict(valid(tmp_path), port=0, speculative={"algorithm": "NGRAM",
+                                                                               "draft_model_path": "x"}))
+    assert problems[0] == "port=0 is out of range (1-65535)"
+    assert problems[1].startswith("speculative.algorithm=NGRAM is not one")
+
+
+def test_python_and_model_problems_in_full(tmp_path):
+    problems = core.check_options(dict(valid(tmp_path), python="bin/python", model_path=str(tmp_path / "none")))
+    assert problems == [
+        "python=bin/python is missing, not executable or not an absolute path: point it at the virtualenv's "
+        "bin/python",
+        "model_path=%s is not a directory on the host; set model_is_hub_id: true for a Hugging Face id"
+        % (tmp_path / "none")]
+
+
+def test_manager_auto_says_why(tmp_path):
+    assert core.resolve_manager("auto", str(tmp_path)) == (
+        "systemd", "manager=auto: systemd is PID 1 here (%s exists)" % tmp_path)
+    assert core.resolve_manager("auto", str(tmp_path / "no")) == (
+        "module", "manager=auto: systemd is not PID 1 here (no %s), so the module runs the server" % (tmp_path / "no"))
+    assert core.resolve_manager.__defaults__ == ("/run/systemd/system",)
