@@ -866,3 +866,110 @@ def test_manager_auto_says_why(tmp_path):
     assert core.resolve_manager("auto", str(tmp_path / "no")) == (
         "module", "manager=auto: systemd is not PID 1 here (no %s), so the module runs the server" % (tmp_path / "no"))
     assert core.resolve_manager.__defaults__ == ("/run/systemd/system",)
+
+
+GOOD_STATE = {"pid": 2, "start_time": 5, "argv": ["x"], "env_digest": "", "log_path": "/l", "offset": 0}
+
+
+@pytest.mark.parametrize("change,problem", [
+    ({}, None),  # pid 2 may be a server's: only 1 and below are not
+    ({"argv": []}, "argv is not a command line"),
+    ({"argv": ["x", 5]}, "argv is not a command line"),
+    ({"offset": "0"}, "offset is missing or not of the right type"),
+])
+def test_state_problems_in_full(change, problem):
+    assert core.state_problem(dict(GOOD_STATE, **change)) == problem
+
+
+@pytest.mark.parametrize("entry,problem", [
+    ({"pid": 5, "start_time": 1, "offset": 0, "log_path": "/l"}, None),  # offset 0: the log was empty
+    ({"pid": 5, "start_time": 1, "offset": -1, "log_path": "/l"}, "offset is negative"),
+    ({"pid": 5, "start_time": 1, "offset": 0}, "log_path is missing or not of the right type"),
+    ([5], "not an object"),
+])
+def test_launch_problems_in_full(entry, problem):
+    assert core.launch_problem(entry) == problem
+
+
+def fake_proc(tmp_path, processes):
+    """A /proc of {pid: (stat after the comm, status text, cmdline bytes)}, with the non-pid entries a real one has."""
+    root = tmp_path / "proc"
+    for name in ("self", "sys", "1x"):
+        (root / name).mkdir(parents=True)
+    for pid, (stat_tail, status, cmdline) in processes.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text("%d (a) b) %s\n" % (pid, stat_tail))
+        (root / str(pid) / "status").write_text(status)
+        (root / str(pid) / "cmdline").write_bytes(cmdline)
+    return str(root)
+
+
+def stat_tail(state, pgrp, session, start_time):
+    # state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice
+    # num_threads itrealvalue starttime ...
+    return " ".join([state, "1", str(pgrp), str(session)] + ["0"] * 15 + [str(start_time), "0", "0"])
+
+
+def test_proc_fields_are_read_from_the_right_places(tmp_path):
+    root = fake_proc(tmp_path, {
+        10: (stat_tail("S", 10, 20, 555), "Name:\tpython\nUid:\t1000\t1001\t1002\t1003\n", b"python\0-m\0\xff\0"),
+        11: (stat_tail("X", 10, 20, 556), "Uid:\t0\t0\t0\t0\n", b""),
+        12: (stat_tail("Z", 10, 20, 557), "Uid:\t0\t0\t0\t0\n", b""),
+        13: (stat_tail("R", 20, 10, 558), "Uid:\t0\t0\t0\t0\n", b""),
+    })
+    assert core.process_start_time(10, root) == 555
+    assert core.process_start_time(11, root) is None and core.process_start_time(12, root) is None
+    assert core.process_uid(10, root) == 1000  # the real uid, not the effective one after it
+    assert core.process_uid(99, root) is None
+    assert core.process_argv(10, root) == ["python", "-m", "\udcff"]  # bytes kept, not replaced
+    assert core.process_argv(99, root) is None
+    # the process group (field 5), not the session (field 6); zombies and dead processes are no members
+    assert core.group_members(10, root) == [10]
+    assert core.group_members(20, root) == [13]
+
+
+def test_group_members_skip_a_process_that_is_gone(tmp_path):
+    root = fake_proc(tmp_path, dict((pid, (stat_tail("S", 7, 7, pid), "", b"")) for pid in range(20, 40)))
+    os.unlink(os.path.join(root, "25", "stat"))  # gone between listing /proc and reading its stat
+    assert core.group_members(7, root) == [pid for pid in range(20, 40) if pid != 25]
+
+
+def test_device_holders_skip_processes_and_descriptors_that_are_gone(tmp_path):
+    device = tmp_path / "nvidia0"
+    device.write_text("")
+    root = tmp_path / "proc"
+    for pid in range(20, 40):
+        (root / str(pid) / "fd").mkdir(parents=True)
+        os.symlink(str(device), str(root / str(pid) / "fd" / "3"))
+    os.unlink(str(root / "25" / "fd" / "3"))
+    os.rmdir(str(root / "25" / "fd"))  # a process that exited
+    for name in range(4, 14):
+        (root / "26" / "fd" / str(name)).mkdir()  # not links: readlink fails, and the next one is still read
+    holders = core.device_holders([str(device)], proc_root=str(root))
+    assert sorted(holders) == [pid for pid in range(20, 40) if pid != 25]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give files to other users")
+def test_foreign_writable_allows_root_and_the_owner_only(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    os.chown(str(venv), 1000, 1000)
+    for name, uid in (("root.py", 0), ("owner.py", 1000), ("daemon.py", 1)):
+        (venv / name).write_text("")
+        (venv / name).chmod(0o644)
+        os.chown(str(venv / name), uid, 0)
+    owner, problems, complete = core.foreign_writable(str(venv))
+    assert (owner, complete) == (1000, True)
+    assert problems == ["%s is owned by uid 1 (%s)" % (venv / "daemon.py", core.user_name(1))]
+
+
+def test_foreign_writable_stops_at_max_entries(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    for name in ("a", "b", "c"):
+        (venv / name).write_text("")
+        (venv / name).chmod(0o644)
+    # the root and its three entries are four
+    assert core.foreign_writable(str(venv), max_entries=4)[2] is False
+    assert core.foreign_writable(str(venv), max_entries=5)[2] is True
+    assert core.foreign_writable.__defaults__ == (20, 500000)
