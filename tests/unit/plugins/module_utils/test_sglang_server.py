@@ -1,4 +1,5 @@
 import calendar
+import json
 import os
 import socket
 import stat
@@ -973,3 +974,125 @@ def test_foreign_writable_stops_at_max_entries(tmp_path):
     assert core.foreign_writable(str(venv), max_entries=4)[2] is False
     assert core.foreign_writable(str(venv), max_entries=5)[2] is True
     assert core.foreign_writable.__defaults__ == (20, 500000)
+
+
+def test_a_state_dir_that_is_a_file_is_refused_naming_it(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(core.InvalidOption) as raised:
+        core.open_directory(str(tmp_path / "f"), "state_dir")
+    assert str(raised.value) == ("state_dir=%s is a file: point state_dir at a directory (root never writes through "
+                                 "a link)" % (tmp_path / "f"))
+
+
+def test_a_link_planted_at_the_temporary_name_is_never_written_through(tmp_path, monkeypatch):
+    target = tmp_path / "target"
+    target.write_text("kept")
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    monkeypatch.setattr(core.os, "urandom", lambda size: b"\0" * size)
+    os.symlink(str(target), str(state_dir / ".x.json.0000000000000000.tmp"))
+    directory = core.open_directory(str(state_dir), "state_dir")
+    try:
+        with pytest.raises(OSError):
+            core.write_atomically(directory, "x.json", "{}", 0o600)
+    finally:
+        os.close(directory)
+    assert target.read_text() == "kept" and not (state_dir / "x.json").exists()
+
+
+def test_read_text_reads_a_regular_file_only_and_never_blocks(tmp_path):
+    (tmp_path / "big").write_bytes(b"a" * (1 << 20) + b"b\xff")
+    (tmp_path / "bad").write_bytes(b"ok\xff")
+    os.symlink(str(tmp_path / "bad"), str(tmp_path / "link"))
+    os.mkfifo(str(tmp_path / "fifo"))
+    directory = core.open_directory(str(tmp_path), "state_dir")
+    try:
+        assert core.read_text(directory, "big") == "a" * (1 << 20)  # a MiB at most
+        assert core.read_text(directory, "bad") == "ok\ufffd"
+        assert core.read_text(directory, "link") is None
+        assert core.read_text(directory, "fifo") is None  # would block without O_NONBLOCK
+        assert core.read_text(directory, "none") is None
+    finally:
+        os.close(directory)
+
+
+def test_a_state_file_that_is_a_fifo_is_named_without_blocking(tmp_path):
+    os.mkfifo(str(tmp_path / "sglang.json"))
+    with pytest.raises(core.BadState) as raised:
+        core.Instance(str(tmp_path), "sglang").load()
+    assert "it is not a regular file" in str(raised.value)
+
+
+def test_a_state_file_past_a_mib_is_not_read_whole(tmp_path):
+    state = dict(GOOD_STATE, argv=["x" * (1 << 20)])
+    (tmp_path / "sglang.json").write_text(json.dumps(state))
+    with pytest.raises(core.BadState) as raised:
+        core.Instance(str(tmp_path), "sglang").load()
+    assert "it is not JSON" in str(raised.value)
+
+
+def test_the_state_files_names_and_modes(tmp_path):
+    instance = core.Instance(str(tmp_path / "state"), "web")
+    assert (instance.pid_path, instance.state_path, instance.secret_env_path, instance.launches_path) == tuple(
+        str(tmp_path / "state" / name) for name in ("web.pid", "web.json", "web.secret.env", "web.launches.json"))
+    assert instance.load() is None and not (tmp_path / "state").exists()  # reading creates nothing
+    old = os.umask(0)
+    try:
+        instance.save(dict(GOOD_STATE, pid=1234))
+        instance.record_launch(dict(pid=1234, start_time=5, offset=0, log_path="/l", started_at=1.0, boot_id="b"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(str(tmp_path / "state")).st_mode) == 0o750
+    for name in ("web.pid", "web.json", "web.launches.json"):
+        assert stat.S_IMODE(os.stat(str(tmp_path / "state" / name)).st_mode) == 0o600
+    assert (tmp_path / "state" / "web.pid").read_text() == "1234\n"
+    # Indented and sorted, so that a person reading them finds the fields in one place.
+    assert (tmp_path / "state" / "web.json").read_text() == json.dumps(dict(GOOD_STATE, pid=1234), indent=2,
+                                                                       sort_keys=True)
+    assert (tmp_path / "state" / "web.launches.json").read_text() == json.dumps(
+        [dict(pid=1234, start_time=5, offset=0, log_path="/l", started_at=1.0, boot_id="b")], indent=2,
+        sort_keys=True)
+
+
+def test_a_new_log_and_its_directory_get_their_modes_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        os.close(core.open_log(str(tmp_path / "logs" / "s.log")))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(str(tmp_path / "logs")).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(str(tmp_path / "logs" / "s.log")).st_mode) == 0o640
+
+
+def test_a_log_that_is_not_a_file_is_refused_with_the_paths_problem(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo.log"))
+    with pytest.raises(core.InvalidOption) as raised:
+        core.open_log(str(tmp_path / "fifo.log"))
+    assert str(raised.value) == core.log_path_problem(str(tmp_path / "fifo.log"))
+
+
+def test_a_group_without_its_user_is_a_problem_not_a_crash():
+    account, _gid, problems = core.service_account("no-such-user-here", group="root")
+    assert account is None
+    assert problems[0].startswith("user=no-such-user-here does not exist on this host")
+    assert core.service_account(None, group="root")[2] == [
+        "group=root is given without user: name the user the server runs as"]
+    assert core.service_account("root")[0]["group"] == "root"
+
+
+@pytest.mark.parametrize("make,kind", [
+    (lambda path: path.write_text(""), "file"), (lambda path: path.mkdir(), "directory"),
+    (lambda path: os.symlink("/", str(path)), "symbolic link"), (lambda path: os.mkfifo(str(path)), "FIFO"),
+])
+def test_path_kinds(tmp_path, make, kind):
+    make(tmp_path / "p")
+    assert core.path_kind(str(tmp_path / "p")) == kind
+
+
+def test_a_socket_is_a_socket(tmp_path):
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(tmp_path / "s"))
+        assert core.path_kind(str(tmp_path / "s")) == "socket"
+    finally:
+        listener.close()
