@@ -345,3 +345,43 @@ def test_a_call_that_used_its_whole_line_budget_is_behind_and_the_next_one_reads
     follower = LogFollower(str(log), max_lines_per_call=1)
     assert list(follower.read_lines()) == ["a"] and follower.behind is True
     assert list(follower.read_lines()) == [] and follower.behind is False
+
+
+# The tests below were written against the mutants of _log_follower that survived on the device's batch
+# (tests/mutation/scores.txt).
+
+def test_a_file_that_starts_with_an_empty_line_and_then_a_carriage_return(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"\nab\rc\n")
+    assert list(LogFollower(str(log)).read_lines()) == ["", "ab", "c"]
+
+
+def test_a_long_line_cut_over_several_calls_counts_every_byte_cut(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"abcdefghij\n")
+    follower = LogFollower(str(log), max_line_bytes=4, max_bytes_per_call=4)
+    # three calls: "abcd", then "efgh" (all cut), then "ij\n" (cut, and the line ends)
+    lines = list(follower.read_lines()) + list(follower.read_lines()) + list(follower.read_lines())
+    assert lines == ["abcd [... 6 bytes cut]"]
+
+
+def test_every_rotation_is_counted_and_a_carriage_return_at_the_end_of_the_old_file_ends_there(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"a\r")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == ["a"]
+    for number, data in ((1, b"\nb\n"), (2, b"c\n")):
+        os.rename(str(log), str(tmp_path / ("server.log.%d" % number)))
+        append(log, data)
+        lines = list(follower.read_lines())
+        assert follower.rotations == number
+        # the new file's first "\n" is a line of its own, not the end of the old file's "\r"
+        assert lines == {1: ["", "b"], 2: ["c"]}[number]
+
+
+def test_an_unterminated_last_line_with_bytes_that_are_not_utf8(tmp_path):
+    log = tmp_path / "server.log"
+    append(log, b"Traceback \xff")
+    follower = LogFollower(str(log))
+    assert list(follower.read_lines()) == []
+    assert follower.pending_partial_line() == "Traceback \ufffd"
