@@ -1096,3 +1096,77 @@ def test_a_socket_is_a_socket(tmp_path):
         assert core.path_kind(str(tmp_path / "s")) == "socket"
     finally:
         listener.close()
+
+
+def test_gpu_memory_pids_asks_nvidia_smi_exactly_this():
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append((argv, kwargs))
+        return subprocess.CompletedProcess(argv, 0, stdout="1234\n", stderr="")
+    assert core.gpu_memory_pids(run=run) == {1234}
+    assert calls == [(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                      dict(capture_output=True, text=True, timeout=30, check=False))]
+
+
+def fake_time():
+    """(sleep, clock, sleeps): a clock that a sleep moves on by one second, whatever it is asked for."""
+    now, sleeps = [0], []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        now[0] += 1
+    return sleep, lambda: now[0], sleeps
+
+
+def test_wait_gpu_release_polls_every_half_second_up_to_the_timeout():
+    sleep, clock, sleeps = fake_time()
+    assert core.wait_gpu_release([10], timeout=2, query=lambda: {10}, sleep=sleep, clock=clock) is False
+    assert sleeps == [0.5, 0.5]
+
+
+def test_wait_gone_polls_every_tenth_of_a_second_up_to_the_timeout():
+    sleep, clock, sleeps = fake_time()
+    assert core.wait_gone([os.getpid()], 3, sleep=sleep, clock=clock) == [os.getpid()]
+    assert sleeps == [0.1, 0.1, 0.1]
+
+
+def gone_pid():
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_terminating_what_is_gone_already_is_no_error():
+    pid = gone_pid()
+    assert core.terminate([pid], 0.2) == []
+    assert core.terminate([pid], 0.2, signal_group=pid) == []
+
+
+def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path):
+    inherited_read, inherited_write = os.pipe()
+    os.set_inheritable(inherited_write, True)
+    started = time.monotonic()
+    try:
+        process, offset, start_time = core.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
+    finally:
+        os.close(inherited_read)
+        os.close(inherited_write)
+    try:
+        assert time.monotonic() - started < 4  # it returns as soon as the start time is known
+        assert offset == 0 and start_time == core.process_start_time(process.pid) is not None
+        assert os.getsid(process.pid) == process.pid  # its own session: a stop signals its group only
+        inherited = [os.readlink("/proc/%d/fd/%s" % (process.pid, fd)) for fd in os.listdir("/proc/%d/fd" % process.pid)]
+        assert not [target for target in inherited if target.startswith("pipe:")]
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_launch_of_a_command_that_exits_at_once_returns_at_once(tmp_path, monkeypatch):
+    # Its start time is never read (it is gone by then): launch stops waiting once it has exited.
+    monkeypatch.setattr(core, "process_start_time", lambda pid, proc_root="/proc": time.sleep(0.05))
+    started = time.monotonic()
+    process, _offset, start_time = core.launch(["false"], {}, str(tmp_path / "s.log"))
+    assert time.monotonic() - started < 4
+    assert start_time is None and process.returncode == 1
