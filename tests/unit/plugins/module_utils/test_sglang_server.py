@@ -278,6 +278,10 @@ def test_good_names_pass(name):
     (dict(speculative={"algorithm": "EAGLE3", "draft_model_path": "/d\n"}), "speculative.draft_model_path"),
     (dict(systemd_unit_dir="/etc/systemd/system\n"), "systemd_unit_dir"),
     (dict(secret_flags=["--token\n"]), "secret_flags[0]"),
+    (dict(user="sglang\n"), "user"),
+    (dict(group="sglang\n"), "group"),
+    (dict(log_group="adm\n"), "log_group"),
+    (dict(logrotate_dir="/etc/logrotate.d\n"), "logrotate_dir"),
 ])
 def test_control_characters_are_refused_naming_the_option(change, variable):
     problems = core.text_problems(options(**change))
@@ -1170,3 +1174,20 @@ def test_launch_of_a_command_that_exits_at_once_returns_at_once(tmp_path, monkey
     process, _offset, start_time = core.launch(["false"], {}, str(tmp_path / "s.log"))
     assert time.monotonic() - started < 4
     assert start_time is None and process.returncode == 1
+
+
+def test_every_environment_variable_is_checked_not_only_the_last():
+    problems = core.text_problems(options(env={"A": "1\n", "B": "2"}, secret_env={"C": "3\n", "D": "4"}))
+    assert [problem.split(":")[0] for problem in problems] == ["env.A", "secret_env.C"]
+
+
+def test_an_existing_state_dir_is_fine_and_a_bad_name_is_said_in_full(tmp_path):
+    assert core.name_problems(options(state_dir=str(tmp_path))) == []
+    assert core.name_problems(options(name="a b")) == [
+        "name='a b' must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit, without "
+        "'..': it names files in state_dir and the unit sglang-<name>.service"]
+
+
+def test_boot_id_is_this_boots():
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        assert core.boot_id() == handle.read().strip()
