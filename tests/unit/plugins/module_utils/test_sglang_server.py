@@ -1191,3 +1191,92 @@ def test_an_existing_state_dir_is_fine_and_a_bad_name_is_said_in_full(tmp_path):
 def test_boot_id_is_this_boots():
     with open("/proc/sys/kernel/random/boot_id") as handle:
         assert core.boot_id() == handle.read().strip()
+
+
+def bad_state_text(state_dir, problem):
+    return ("The state file %s/sglang.json cannot be trusted: %s. Nothing was signalled or changed. Check that no "
+            "server of this instance runs, then remove %s/sglang.json and %s/sglang.pid."
+            % (state_dir, problem, state_dir, state_dir))
+
+
+def test_state_files_that_are_no_regular_files_are_named_in_full(tmp_path):
+    os.mkfifo(str(tmp_path / "sglang.json"))
+    with pytest.raises(core.BadState) as raised:
+        core.Instance(str(tmp_path), "sglang").load()
+    assert str(raised.value) == bad_state_text(tmp_path, "it is not a regular file")
+    os.unlink(str(tmp_path / "sglang.json"))
+    os.symlink(str(tmp_path / "elsewhere"), str(tmp_path / "sglang.json"))
+    with pytest.raises(core.BadState) as raised:
+        core.Instance(str(tmp_path), "sglang").load()
+    assert str(raised.value) == bad_state_text(
+        tmp_path, "it cannot be opened as a file (Too many levels of symbolic links)")
+
+
+def test_a_process_that_is_not_ours_is_named_in_full(tmp_path):
+    long_argv = [b"python"] + [b"x" * 30] * 10
+    root = fake_proc(tmp_path, {10: (stat_tail("S", 10, 10, 555), "Uid:\t1000\t0\t0\t0\n",
+                                     b"\0".join(long_argv) + b"\0")})
+    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    state = dict(GOOD_STATE, pid=10, start_time=555, argv=["python"])
+    with pytest.raises(core.BadState) as raised:
+        instance.running(state, proc_root=root, uid=0)
+    assert str(raised.value) == bad_state_text(tmp_path / "state",
+                                               "pid 10 runs as uid 1000, not as uid 0 that launched the server")
+    with pytest.raises(core.BadState) as raised:
+        instance.running(state, proc_root=root, uid=1000)
+    shown = " ".join(word.decode() for word in long_argv)[:200]
+    assert str(raised.value) == bad_state_text(
+        tmp_path / "state", "pid 10 runs %r, not the recorded server's command line" % shown)
+
+
+def test_the_launch_file_holds_the_last_five_and_is_made_with_its_directory(tmp_path):
+    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    for pid in range(100, 107):
+        instance.record_launch(dict(pid=pid, start_time=1, offset=0, log_path="/l", started_at=1.0, boot_id="b"))
+    assert [entry["pid"] for entry in json.loads(Path(instance.launches_path).read_text())] == [106, 105, 104, 103,
+                                                                                                 102]
+
+
+def test_process_uid_reads_the_real_proc_by_default():
+    assert core.process_uid(os.getpid()) == os.getuid()
+
+
+def test_a_dangling_link_as_state_dir_is_refused_even_when_it_would_be_created(tmp_path):
+    os.symlink(str(tmp_path / "nowhere"), str(tmp_path / "state"))
+    with pytest.raises(core.InvalidOption) as raised:
+        core.open_directory(str(tmp_path / "state"), "state_dir", 0o750)
+    assert str(raised.value).startswith("state_dir=%s is a symbolic link: point state_dir at a directory"
+                                        % (tmp_path / "state"))
+
+
+def test_a_log_that_cannot_be_opened_says_why(tmp_path, monkeypatch):
+    log = str(tmp_path / "s.log")
+    real_open = os.open
+
+    def refusing(path, *args, **kwargs):
+        if path == log:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(core.os, "open", refusing)
+    with pytest.raises(core.InvalidOption) as raised:
+        core.open_log(log)
+    assert str(raised.value) == "log_path=%s cannot be opened: [Errno 13] Permission denied: '%s'" % (log, log)
+
+
+def test_a_log_swapped_for_a_device_after_the_check_is_still_refused(monkeypatch):
+    monkeypatch.setattr(core, "log_path_problem", lambda path: None)  # as if it was a file when checked
+    with pytest.raises(core.InvalidOption) as raised:
+        core.open_log("/dev/null")
+    assert str(raised.value) == "log_path=/dev/null is not a regular file"
+
+
+def test_the_logrotate_problem_in_full():
+    assert core.logrotate_problem("/var/log/a b.log") == (
+        "log_path=/var/log/a b.log holds ' ', which logrotate reads as a pattern, a quote or a separator: choose a "
+        "log path without whitespace, quotes, backslashes, *, ?, [, ], { or }, or turn logrotate off")
+
+
+def test_a_host_that_does_not_resolve_is_named_with_the_fix():
+    with pytest.raises(core.InvalidOption) as raised:
+        core.bind_state("no-such-host.invalid", 30000)
+    assert str(raised.value).endswith("): give an address of this host or a name that resolves to one")
