@@ -148,9 +148,19 @@ def recorded(pid, argv, **changes):
     return state
 
 
+def sleeping():
+    """A `sleep 30` child, returned once it runs sleep: until its exec, /proc shows the forked Python's command
+    line, and a test that compares command lines would fail now and then on a busy machine."""
+    started = subprocess.Popen(["sleep", "30"])
+    deadline = time.monotonic() + 10
+    while core.process_argv(started.pid) != ["sleep", "30"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return started
+
+
 def test_instance_recognises_its_process_by_start_time(tmp_path):
     instance = core.Instance(str(tmp_path / "state"), "sglang")
-    child = subprocess.Popen(["sleep", "30"])
+    child = sleeping()
     try:
         state = recorded(child.pid, ["sleep", "30"])
         instance.save(state)
@@ -173,7 +183,7 @@ def test_instance_recognises_its_process_by_start_time(tmp_path):
 
 def test_a_process_of_another_user_or_command_is_never_taken_for_ours(tmp_path):
     instance = core.Instance(str(tmp_path), "sglang")
-    child = subprocess.Popen(["sleep", "30"])
+    child = sleeping()
     try:
         with pytest.raises(core.BadState, match="pid %d runs as uid %d, not as uid 4242" % (child.pid, os.getuid())):
             instance.running(recorded(child.pid, ["sleep", "30"]), uid=4242)
@@ -618,9 +628,7 @@ def test_log_group_is_set_on_the_open_file_never_through_a_link(tmp_path):
 
 def test_a_state_of_the_previous_version_is_still_recognised(tmp_path):
     # ce123ef wrote argv, env_digest, log_path, manager, offset, pid, start_time, started_at: no boot id, no uid.
-    child = subprocess.Popen(["sleep", "30"])
-    while core.process_argv(child.pid) != ["sleep", "30"]:
-        time.sleep(0.01)
+    child = sleeping()
     try:
         legacy = {"pid": child.pid, "start_time": core.process_start_time(child.pid), "argv": ["sleep", "30"],
                   "env_digest": "", "log_path": "/l", "offset": 0, "manager": "module", "started_at": 1.0}
