@@ -858,8 +858,8 @@ def test_multi_node_problems_in_full(tmp_path, change, problem):
 
 
 def test_speculative_problems_come_with_the_others(tmp_path):
-    problems = core.check_options(dict(valid(tmp_path), port=0, speculative={"algorithm": "NGRAM",
-                                                                               "draft_model_path": "x"}))
+    speculative = {"algorithm": "NGRAM", "draft_model_path": "x"}
+    problems = core.check_options(dict(valid(tmp_path), port=0, speculative=speculative))
     assert problems[0] == "port=0 is out of range (1-65535)"
     assert problems[1].startswith("speculative.algorithm=NGRAM is not one")
 
@@ -1166,7 +1166,7 @@ def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path)
         os.close(inherited_write)
     try:
         assert time.monotonic() - started < 4  # it returns as soon as the start time is known
-        assert offset == 0 and start_time == core.process_start_time(process.pid) is not None
+        assert offset == 0 and start_time is not None and start_time == core.process_start_time(process.pid)
         assert os.getsid(process.pid) == process.pid  # its own session: a stop signals its group only
         inherited = [os.readlink("/proc/%d/fd/%s" % (process.pid, fd)) for fd in os.listdir("/proc/%d/fd" % process.pid)]
         assert not [target for target in inherited if target.startswith("pipe:")]
@@ -1241,8 +1241,8 @@ def test_the_launch_file_holds_the_last_five_and_is_made_with_its_directory(tmp_
     instance = core.Instance(str(tmp_path / "state"), "sglang")
     for pid in range(100, 107):
         instance.record_launch(dict(pid=pid, start_time=1, offset=0, log_path="/l", started_at=1.0, boot_id="b"))
-    assert [entry["pid"] for entry in json.loads(Path(instance.launches_path).read_text())] == [106, 105, 104, 103,
-                                                                                                 102]
+    written = json.loads(Path(instance.launches_path).read_text())
+    assert [entry["pid"] for entry in written] == [106, 105, 104, 103, 102]
 
 
 def test_process_uid_reads_the_real_proc_by_default():
