@@ -952,12 +952,18 @@ def test_device_holders_skip_processes_and_descriptors_that_are_gone(tmp_path):
     device.write_text("")
     root = tmp_path / "proc"
     for pid in range(20, 40):
-        (root / str(pid) / "fd").mkdir(parents=True)
-        os.symlink(str(device), str(root / str(pid) / "fd" / "3"))
+        fd = root / str(pid) / "fd"
+        fd.mkdir(parents=True)
+        # Each holder also has a descriptor that cannot be read (not a link), made before or after the link in
+        # turn, so that whatever order the directory lists them in, some processes show it first.
+        for name in (("3", "4") if pid % 2 else ("4", "3")):
+            if name == "3":
+                os.symlink(str(device), str(fd / name))
+            else:
+                (fd / name).mkdir()
     os.unlink(str(root / "25" / "fd" / "3"))
+    os.rmdir(str(root / "25" / "fd" / "4"))
     os.rmdir(str(root / "25" / "fd"))  # a process that exited
-    for name in range(4, 14):
-        (root / "26" / "fd" / str(name)).mkdir()  # not links: readlink fails, and the next one is still read
     holders = core.device_holders([str(device)], proc_root=str(root))
     assert sorted(holders) == [pid for pid in range(20, 40) if pid != 25]
 
