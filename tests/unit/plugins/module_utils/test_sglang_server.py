@@ -1294,3 +1294,31 @@ def test_a_host_that_does_not_resolve_is_named_with_the_fix():
     with pytest.raises(core.InvalidOption) as raised:
         core.bind_state("no-such-host.invalid", 30000)
     assert str(raised.value).endswith("): give an address of this host or a name that resolves to one")
+
+
+def test_launch_waits_five_seconds_at_most_for_the_start_time(tmp_path, monkeypatch):
+    now, asked = [0], []
+    monkeypatch.setattr(core.time, "monotonic", lambda: now[0])
+
+    def unreadable(pid, proc_root="/proc"):
+        asked.append(now[0])
+        now[0] += 1
+    monkeypatch.setattr(core, "process_start_time", unreadable)
+    process, _offset, start_time = core.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
+    try:
+        assert start_time is None and asked == [0, 1, 2, 3, 4]
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_terminate_waits_ten_seconds_for_what_sigkill_hit(monkeypatch):
+    waits = []
+
+    def wait_gone(pids, timeout):
+        waits.append(timeout)
+        return list(pids)
+    monkeypatch.setattr(core, "wait_gone", wait_gone)
+    pid = gone_pid()
+    assert core.terminate([pid], 3) == [pid]
+    assert waits == [3, 10]
