@@ -1322,3 +1322,8 @@ def test_terminate_waits_ten_seconds_for_what_sigkill_hit(monkeypatch):
     pid = gone_pid()
     assert core.terminate([pid], 3) == [pid]
     assert waits == [3, 10]
+
+
+def test_an_existing_log_file_is_no_problem(tmp_path):
+    (tmp_path / "s.log").write_text("earlier run\n")
+    assert core.log_path_problem(str(tmp_path / "s.log")) is None
