@@ -1,6 +1,7 @@
 import calendar
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -954,16 +955,12 @@ def test_device_holders_skip_processes_and_descriptors_that_are_gone(tmp_path):
     for pid in range(20, 40):
         fd = root / str(pid) / "fd"
         fd.mkdir(parents=True)
-        # Each holder also has a descriptor that cannot be read (not a link), made before or after the link in
-        # turn, so that whatever order the directory lists them in, some processes show it first.
-        for name in (("3", "4") if pid % 2 else ("4", "3")):
-            if name == "3":
-                os.symlink(str(device), str(fd / name))
-            else:
-                (fd / name).mkdir()
-    os.unlink(str(root / "25" / "fd" / "3"))
-    os.rmdir(str(root / "25" / "fd" / "4"))
-    os.rmdir(str(root / "25" / "fd"))  # a process that exited
+        # Each holder also has descriptors that cannot be read (not links), one before and one after the link
+        # by name and by age, so that whatever order the directory lists them in, one comes before the link.
+        (fd / "2").mkdir()
+        os.symlink(str(device), str(fd / "3"))
+        (fd / "4").mkdir()
+    shutil.rmtree(str(root / "25" / "fd"))  # a process that exited
     holders = core.device_holders([str(device)], proc_root=str(root))
     assert sorted(holders) == [pid for pid in range(20, 40) if pid != 25]
 
