@@ -956,10 +956,11 @@ def test_device_holders_skip_processes_and_descriptors_that_are_gone(tmp_path):
         fd = root / str(pid) / "fd"
         fd.mkdir(parents=True)
         # Each holder also has descriptors that cannot be read (not links), one before and one after the link
-        # by name and by age, so that whatever order the directory lists them in, one comes before the link.
-        (fd / "2").mkdir()
-        os.symlink(str(device), str(fd / "3"))
-        (fd / "4").mkdir()
+        # by name and by age, numbered differently in each process (a hashed directory lists the same names in
+        # the same order everywhere), so that in some process one of them is listed before the link.
+        (fd / str(3 * pid)).mkdir()
+        os.symlink(str(device), str(fd / str(3 * pid + 1)))
+        (fd / str(3 * pid + 2)).mkdir()
     shutil.rmtree(str(root / "25" / "fd"))  # a process that exited
     holders = core.device_holders([str(device)], proc_root=str(root))
     assert sorted(holders) == [pid for pid in range(20, 40) if pid != 25]
