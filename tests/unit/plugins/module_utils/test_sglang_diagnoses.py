@@ -125,5 +125,5 @@ def test_near_misses_get_no_diagnosis(text):
 
 
 def test_every_entry_is_recognised_by_some_message_and_its_texts_are_the_reviewed_ones():
-    assert {expected for _, expected in MESSAGES} == {entry["id"] for entry in DIAGNOSES}
+    assert {expected for text, expected in MESSAGES} == {entry["id"] for entry in DIAGNOSES}
     assert {entry["id"]: {"cause": entry["cause"], "fix": entry["fix"]} for entry in DIAGNOSES} == TEXTS
