@@ -95,7 +95,7 @@ class Waiter(object):
         self.health_status = None
         self.health_problem = None
 
-    def _read(self, final=False):
+    def _read(self, final):
         for line in self.follower.read_lines():
             self.tail.append(line)
             self.classifier.feed(line)

@@ -1,5 +1,10 @@
 """The kernel's view of a server, on kernel log lines recorded from public reports (tests/data/kernel_log)."""
+import errno
+import itertools
+import json
+import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,7 +92,7 @@ def test_the_server_is_recognised_by_pid_name_or_sglang_title():
 def test_an_xid_storm_is_bounded_and_counted():
     storm = lines("xid-13-unknown-process-dmesg-ctime.txt")[1:2] * (core.MAX_EVENTS + 10)
     found = core.kernel_events(storm)
-    assert len(found["xids"]) == core.MAX_EVENTS and found["xid_count"] == core.MAX_EVENTS + 10
+    assert len(found["xids"]) == 50 and found["xid_count"] == core.MAX_EVENTS + 10
 
 
 def test_an_unreadable_kernel_log_says_why(tmp_path):
@@ -105,3 +110,148 @@ def test_dmesg_is_the_fallback(tmp_path):
         return subprocess.CompletedProcess(argv, 0, "[1.0] a\n[2.0] b\n", "")
 
     assert core.read_kernel_log(str(tmp_path / "kmsg"), run=dmesg) == (["[1.0] a", "[2.0] b"], "dmesg", None)
+
+
+def test_each_common_xid_has_the_reviewed_meaning_and_action():
+    reviewed = json.loads((DATA.parent / "what_operators_read" / "xid_meanings.json").read_text(encoding="utf-8"))
+    for number, texts in reviewed.items():
+        (event,) = core.kernel_events(["[5.0] NVRM: Xid (PCI:0000:01:00): %s, pid=1, name=python3, details" % number])[
+            "xids"]
+        assert {"meaning": event["meaning"], "action": event["action"]} == texts, number
+    assert sorted(int(number) for number in reviewed) == sorted(core.XID_MEANINGS)
+
+
+def test_a_line_is_cut_at_its_line_end_only():
+    assert core.split_line("[  5.000000] NVRM: GPU at PCI:0000:01:00: GPU-X\r\n") == (
+        5.0, "NVRM: GPU at PCI:0000:01:00: GPU-X")
+
+
+def test_no_event_counts_nothing():
+    assert core.kernel_events(["[1.0] usb 1-1: new high-speed USB device"]) == {
+        "oom_kills": [], "xids": [], "oom_kill_count": 0, "xid_count": 0}
+
+
+def test_an_event_at_the_launch_time_itself_counts():
+    (event,) = core.kernel_events(["[518.5] Out of memory: Killed process 7 (python3)"], since=518.5)["oom_kills"]
+    assert event["pid"] == 7
+
+
+def test_a_long_server_name_matches_the_kernels_comm_of_15_characters():
+    found = core.kernel_events(["[1.0] Out of memory: Killed process 7 (python3.11-sgla)"],
+                               server_names=["python3.11-sglang"])
+    assert found["oom_kills"][0]["server"] == "process name"
+
+
+class FakeKmsg:
+    """os.read of /dev/kmsg: one record per read, errors as OSError(errno)."""
+
+    def __init__(self, answers):
+        self.answers = iter(answers)
+
+    def read(self, descriptor, size):
+        answer = next(self.answers)
+        if isinstance(answer, int):
+            raise OSError(answer, "fake")
+        return answer
+
+
+def fake_kmsg(monkeypatch, tmp_path, answers):
+    path = tmp_path / "kmsg"
+    path.write_bytes(b"")
+    monkeypatch.setattr(core.os, "read", FakeKmsg(answers).read)
+    return str(path)
+
+
+def test_kmsg_records_are_read_one_per_read_and_an_overrun_is_skipped(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, [
+        b"6,1,100,-;first\n SUBSYSTEM=pci\n DEVICE=+pci:0000:01:00.0\n", b"4,2,200,-;bad \xff byte\n",
+        errno.EPIPE, b"6,9,900,-;after the overrun\n", b"", b"6,10,1000,-;after the end"])
+    assert core.read_kmsg(path) == ["6,1,100,-;first", "4,2,200,-;bad \ufffd byte", "6,9,900,-;after the overrun"]
+
+
+def test_kmsg_reading_stops_at_the_buffers_end(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, [b"6,1,100,-;first\n", errno.EAGAIN, b"6,2,200,-;not yet written\n"])
+    assert core.read_kmsg(path) == ["6,1,100,-;first"]
+
+
+def test_a_kmsg_read_error_other_than_an_overrun_or_the_end_is_raised(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, [errno.EIO])
+    with pytest.raises(OSError):
+        core.read_kmsg(path)
+
+
+def test_kmsg_reading_is_bounded_in_records(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, itertools.repeat(b"6,1,100,-;again\n"))
+    monkeypatch.setattr(core, "MAX_KMSG_RECORDS", 2)
+    assert core.read_kmsg(path, clock=itertools.count().__next__) == ["6,1,100,-;again"] * 2
+
+
+def test_kmsg_reading_is_bounded_in_time(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, itertools.repeat(b"6,1,100,-;again\n"))
+    # The deadline, 10 s, is taken at 0; reads start at 0 and 9.9; at the deadline itself reading stops.
+    clock = iter([0, 0, 9.9, 10, 11]).__next__
+    assert core.read_kmsg(path, clock=clock) == ["6,1,100,-;again"] * 2
+
+
+def test_kmsg_is_read_without_blocking(tmp_path):
+    fifo = tmp_path / "kmsg"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # a writer that never writes: a blocking read would wait for ever
+    result = []
+    reader = threading.Thread(target=lambda: result.append(core.read_kmsg(str(fifo))), daemon=True)
+    reader.start()
+    reader.join(5)
+    waited = reader.is_alive()
+    os.close(writer)  # lets a blocked read end, so that a failure does not leave the thread behind
+    reader.join(5)
+    assert not waited and result == [[]]
+
+
+def fake_dmesg(monkeypatch, tmp_path, script):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    if script is not None:
+        (folder / "dmesg").write_text("#!/bin/sh\n" + script)
+        (folder / "dmesg").chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    return str(tmp_path / "kmsg")
+
+
+def test_dmesg_output_is_text_with_undecodable_bytes_replaced(monkeypatch, tmp_path):
+    kmsg = fake_dmesg(monkeypatch, tmp_path, "printf '[1.0] a\\n[2.0] b \\377\\n'\n")
+    assert core.read_kernel_log(kmsg) == (["[1.0] a", "[2.0] b \ufffd"], "dmesg", None)
+
+
+@pytest.mark.parametrize("script, dmesg_problem", [
+    ("echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2; exit 1\n",
+     "dmesg: read kernel buffer failed: Operation not permitted"),
+    ("exit 1\n", "exit code 1"),
+    (None, "No such file or directory"),
+])
+def test_the_whole_problem_when_neither_kmsg_nor_dmesg_can_be_read(monkeypatch, tmp_path, script, dmesg_problem):
+    kmsg = fake_dmesg(monkeypatch, tmp_path, script)
+    assert core.read_kernel_log(kmsg) == (None, None, (
+        "kernel log not readable: %s: No such file or directory; dmesg: %s (it needs root with CAP_SYSLOG, and "
+        "/dev/kmsg in a container)" % (kmsg, dmesg_problem)))
+
+
+def test_kmsg_reading_stops_after_a_million_records(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, itertools.repeat(b"6,1,100,-;again\n"))
+    assert len(core.read_kmsg(path, clock=lambda: 0)) == 1 << 20
+
+
+def test_the_kernel_log_is_read_from_dev_kmsg_by_default(monkeypatch):
+    opened = []
+
+    def refuse(path, flags, *args):
+        opened.append(path)
+        raise OSError(errno.EACCES, "Permission denied")
+
+    def refused(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 1, "", "dmesg: read kernel buffer failed: Operation not permitted\n")
+
+    monkeypatch.setattr(core.os, "open", refuse)
+    assert core.read_kernel_log(run=refused)[2].startswith("kernel log not readable: /dev/kmsg: Permission denied; ")
+    with pytest.raises(OSError):
+        core.read_kmsg()
+    assert opened == ["/dev/kmsg", "/dev/kmsg"]

@@ -1,3 +1,4 @@
+import errno
 import functools
 import os
 import re
@@ -6,6 +7,7 @@ import time
 import urllib.error
 from pathlib import Path
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils import _readiness as readiness_core
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import (
     Waiter,
@@ -13,7 +15,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness impo
     process_is_running,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import MASK, masked_text
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier, diagnose
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "sglang_logs"
 
@@ -42,8 +44,8 @@ class ScriptedLog(object):
 
 
 class Clock(object):
-    def __init__(self):
-        self.now = 0.0
+    def __init__(self, now=0.0):
+        self.now = now
 
     def __call__(self):
         return self.now
@@ -52,8 +54,8 @@ class Clock(object):
         self.now += seconds
 
 
-def wait(log, timeout=10, alive=lambda pid: True, pid=None, classifier=None, **options):
-    clock = Clock()
+def wait(log, timeout=10, alive=lambda pid: True, pid=None, classifier=None, start=0.0, **options):
+    clock = Clock(start)
     waiter = Waiter(
         log, classifier or StartupClassifier(), timeout=timeout, poll_interval=0.25, pid=pid,
         is_running=alive, clock=clock, sleep=clock.sleep, **options
@@ -231,3 +233,106 @@ def test_given_values_and_flags_are_masked_in_every_returned_text():
         shown = repr(result)
         assert "p4ssw0rd" not in shown and "sk-9f8e7d6c" not in shown and "hf_Tok3n" not in shown
     assert "hf_token='%s'" % MASK in timed_out["last_lines"][0]
+
+
+def test_the_whole_result_of_a_death_without_traceback_with_a_diagnosis_from_any_last_line():
+    lines = ["[2026-01-01 12:00:00 TP0] Load weight begin.", "16 is not divisible by 6"]
+    result = wait(ScriptedLog(lines), pid=4242, alive=lambda pid: False, start=100.0)
+    cause = ("process 4242 exited before the server was ready, and the log shows no traceback: it was killed by a "
+             "signal (SIGKILL from the kernel's OOM killer says nothing in the log: the playbook "
+             "blackwell.gpu_node.diagnose reads the kernel's log for it, or check `dmesg`) or exited on its own")
+    diagnosis = diagnose("16 is not divisible by 6")
+    assert diagnosis["id"] == "tensor_parallel_not_divisible"
+    assert result == {
+        "ready": False, "elapsed": 0, "offset": sum(len(line) + 1 for line in lines),
+        "ready_line": None, "health_status": None, "last_lines": lines,
+        "failure": {"cause": cause, "ranks": "", "traceback": "", "diagnosis": diagnosis},
+        "msg": "SGLang server failed after 0.0 s: %s\nDiagnosis (tensor_parallel_not_divisible): %s Fix: %s\n"
+               "Last log lines:\n%s" % (cause, diagnosis["cause"], diagnosis["fix"], "\n".join(lines))}
+
+
+def test_elapsed_times_count_from_the_start_of_the_wait():
+    log = ScriptedLog(["[2026-01-01 12:00:00] Load weight begin."], [], [READY])
+    result = wait(log, start=1000.0)
+    assert (result["elapsed"], result["msg"]) == (0.5, "SGLang server ready after 0.5 s")
+    assert wait(ScriptedLog([READY]), start=1000.0, health_probe=lambda: (200, None))["elapsed"] == 0
+
+
+def test_a_log_path_error_counts_from_the_start_of_the_wait(tmp_path):
+    os.mkfifo(tmp_path / "server.log")
+    assert wait(LogFollower(str(tmp_path / "server.log")), start=1000.0)["elapsed"] == 0
+
+
+def test_the_last_poll_sleeps_only_up_to_the_timeout():
+    result = wait(ScriptedLog(), timeout=0.3)
+    assert result["elapsed"] == 0.3 and result["failure"]["cause"].startswith("no ready line within the timeout")
+
+
+def test_elapsed_is_rounded_to_milliseconds():
+    times = iter([0.0, 1.23456])
+    waiter = Waiter(ScriptedLog([READY]), StartupClassifier(), timeout=10, poll_interval=0.25,
+                    clock=lambda: next(times), sleep=lambda seconds: None)
+    assert waiter.run()["elapsed"] == 1.235
+
+
+def test_the_last_40_lines_are_kept_by_default():
+    lines = ["line %d" % number for number in range(45)]
+    assert wait(ScriptedLog(lines), timeout=0.25)["last_lines"] == lines[5:]
+
+
+class PartialLineLog(ScriptedLog):
+    """The log ends in a line the server has not finished writing."""
+
+    def __init__(self, partial, *batches):
+        ScriptedLog.__init__(self, *batches)
+        self.partial = partial
+
+    def pending_partial_line(self):
+        return self.partial
+
+
+def test_a_dead_process_s_unfinished_last_line_is_read():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>']
+    result = wait(PartialLineLog("RuntimeError: half a line", lines), pid=4242, alive=lambda pid: False)
+    assert result["failure"]["cause"] == "RuntimeError: half a line"
+    assert result["last_lines"] == lines + ["RuntimeError: half a line"]
+
+
+def test_a_live_process_s_traceback_and_unfinished_line_are_read_on_until_it_ends():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>']
+    log = PartialLineLog("RuntimeError: ha", lines, ["RuntimeError: half a line"])
+    result = wait(log, pid=4242)
+    assert result["failure"]["cause"] == "RuntimeError: half a line"
+    assert result["last_lines"] == lines + ["RuntimeError: half a line"]
+
+
+def write_stat(proc_root, pid, stat):
+    (proc_root / str(pid)).mkdir(parents=True)
+    (proc_root / str(pid) / "stat").write_text(stat)
+
+
+def test_a_dead_or_zombie_process_counts_as_gone_whatever_its_name(tmp_path):
+    pid = os.getpid()  # exists, so os.kill says yes; the stat file says what it is
+    write_stat(tmp_path / "zombie", pid, "%d (a) b) Z 1 1" % pid)
+    write_stat(tmp_path / "dead", pid, "%d (python3) X 1 1" % pid)
+    write_stat(tmp_path / "sleeping", pid, "%d (a) Z) S 1 1" % pid)
+    assert [process_is_running(pid, str(tmp_path / root)) for root in ("zombie", "dead", "sleeping")] == [
+        False, False, True]
+
+
+def test_without_procfs_a_process_that_exists_is_running(tmp_path):
+    assert process_is_running(os.getpid(), str(tmp_path)) is True
+
+
+def test_a_process_of_another_user_is_judged_by_its_stat(tmp_path, monkeypatch):
+    def not_permitted(pid, signal):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(readiness_core.os, "kill", not_permitted)
+    write_stat(tmp_path, 1, "1 (systemd) S 0 1")
+    assert process_is_running(1, str(tmp_path)) is True
+
+
+def test_a_probe_failure_without_words_is_named_by_its_type():
+    assert probe_failure(RuntimeError("the socket closed"), "h") == "the socket closed"
+    assert probe_failure(urllib.error.URLError(OSError()), "h") == "OSError"

@@ -1,6 +1,8 @@
 """The diagnosis core: which bytes are a launch's log, how it is classified, and the verdict's one line."""
+import errno
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,158 @@ def test_gpu_processes_from_nvidia_smi():
 
     assert core.gpu_processes(run=broken) == (None, "nvidia-smi failed: NVIDIA-SMI has failed because it "
                                                     "couldn't communicate")
+
+
+def test_the_whole_message_when_no_launch_is_recorded():
+    with pytest.raises(core.NoSuchLaunch) as raised:
+        core.launch_window([], 0)
+    assert str(raised.value) == ("launch=0: no launch of this server is recorded (the history begins with the first "
+                                 "start by this collection's sglang_server)")
+
+
+def test_asking_for_one_launch_more_than_recorded_names_the_range():
+    with pytest.raises(core.NoSuchLaunch) as raised:
+        core.launch_window([launch(200), launch(100)], 2)
+    assert str(raised.value) == "launch=2: only 2 launch(es) are recorded; ask for 0 (the latest) to 1"
+
+
+def test_a_launch_that_wrote_nothing_ends_where_it_began():
+    older = launch(100)
+    assert core.launch_window([launch(100, pid=11), older], 1) == (older, 100)
+
+
+def write_log(tmp_path, data):
+    log = tmp_path / "server.log"
+    log.write_bytes(data)
+    return str(log)
+
+
+def test_a_log_exactly_as_long_as_the_offset_is_not_rotated(tmp_path):
+    assert core.read_launch_log(write_log(tmp_path, b"0123456789"), 10) == ([""], [], 0, None)
+
+
+def test_the_whole_note_of_a_rotated_log(tmp_path):
+    assert core.read_launch_log(write_log(tmp_path, b"x\n"), 100) == ([], [], 0, (
+        "the log is 2 bytes now, less than this launch's offset 100: it was rotated or truncated since, so this "
+        "launch's lines are in a rotated file"))
+
+
+def test_a_launch_in_the_middle_of_the_log_is_read_from_its_offset_to_its_end(tmp_path):
+    log = write_log(tmp_path, b"old run\nnew \xff run\nRuntimeError: new\nnext run\n")
+    assert core.read_launch_log(log, 8, end=36, head_bytes=20, tail_bytes=20) == (
+        ["new \ufffd run", "RuntimeError: new", ""], [], 0, None)
+
+
+def test_a_log_of_exactly_head_and_tail_bytes_is_read_whole(tmp_path):
+    log = write_log(tmp_path, b"a1\nb2\nc3\nd4\n")
+    assert core.read_launch_log(log, 0, head_bytes=6, tail_bytes=6) == (["a1", "b2", "c3", "d4", ""], [], 0, None)
+
+
+def test_the_head_and_tail_lose_their_cut_lines_only(tmp_path):
+    # 33 bytes: a head of 7 bytes ends mid-line ("a1\nb2\nc"), a tail of 8 bytes begins mid-line ("9\nj0\nk1\n");
+    # the 18 bytes between them are left out.
+    log = write_log(tmp_path, b"a1\nb2\nc3\nd4\ne5\nf6\ng7\nh8\ni9\nj0\nk1\n")
+    assert core.read_launch_log(log, 0, head_bytes=7, tail_bytes=8) == (
+        ["a1", "b2"], ["j0", "k1", ""], 33 - 7 - 8, None)
+
+
+def test_a_launch_log_that_is_a_link_is_refused(tmp_path):
+    target = write_log(tmp_path, b"RuntimeError: boom\n")
+    os.symlink(target, tmp_path / "link.log")
+    with pytest.raises(OSError) as raised:
+        core.read_launch_log(str(tmp_path / "link.log"), 0)
+    assert raised.value.errno == errno.ELOOP
+
+
+def test_a_fifo_in_place_of_the_log_is_refused_without_waiting_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    outcome = []
+
+    def read():
+        try:
+            core.read_launch_log(str(tmp_path / "fifo"), 0)
+        except LogPathError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # a blocking open waits for a writer: give it one, so the thread ends
+        os.close(os.open(tmp_path / "fifo", os.O_WRONLY | os.O_NONBLOCK))
+    assert len(outcome) == 1 and not reader.is_alive()
+
+
+def test_the_classification_has_the_ready_line_the_failure_and_the_last_lines():
+    assert core.classify_launch(["[2026-01-01 12:00:00] starting", "", "[2026-01-01 12:00:01] more"]) == {
+        "ready_line": None, "failure": None,
+        "last_lines": ["[2026-01-01 12:00:00] starting", "[2026-01-01 12:00:01] more"]}
+
+
+def fake_nvidia_smi(monkeypatch, tmp_path, script):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    if script is not None:
+        expected = "--query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits"
+        (folder / "nvidia-smi").write_text('#!/bin/sh\n[ "$*" = "%s" ] || exit 3\n%s' % (expected, script))
+        (folder / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+
+
+def test_gpu_processes_runs_nvidia_smi_with_its_query_and_reads_text(monkeypatch, tmp_path):
+    fake_nvidia_smi(monkeypatch, tmp_path, "printf 'pid, process_name, used_memory, gpu_uuid\\n12\\n"
+                                           "4242, python3 \\377, [N/A], GPU-abc\\n'\n")
+    assert core.gpu_processes() == ([{"pid": 4242, "name": "python3 \ufffd", "used_memory_mib": None,
+                                      "gpu_uuid": "GPU-abc"}], None)
+
+
+@pytest.mark.parametrize("script, problem", [
+    (None, "nvidia-smi cannot be run: No such file or directory"),
+    ("printf '%0400d' 0; exit 9\n", "nvidia-smi failed: " + "0" * 300),
+    ("echo 'Failed to initialize NVML: Driver/library version mismatch' >&2; exit 18\n",
+     "nvidia-smi failed: Failed to initialize NVML: Driver/library version mismatch"),
+])
+def test_the_whole_problem_when_nvidia_smi_cannot_say(monkeypatch, tmp_path, script, problem):
+    fake_nvidia_smi(monkeypatch, tmp_path, script)
+    assert core.gpu_processes() == (None, problem)
+
+
+@pytest.mark.parametrize("parts, line", [
+    (dict(launch=None), "no launch recorded: nothing to diagnose"),
+    (dict(launch=None, problem="the state file is unreadable"), "no launch recorded: the state file is unreadable"),
+    (dict(launch=launch(0), log={"failure": {"cause": "RuntimeError: boom", "diagnosis": None}}),
+     "not running; the latest launch failed: RuntimeError: boom"),
+    (dict(state={"running": True, "pid": 7, "restarts": 0}, log={"ready_line": "ready"}),
+     "running (pid 7); the latest launch got ready"),
+    (dict(kernel={"readable": True, "oom_kills": [dict(OOM, anon_rss_kb=None)], "xids": []}),
+     "not running; the latest launch was killed by the kernel's OOM killer (memory cgroup: pid 4242 python3): give "
+     "the host (or its container or cgroup) more memory, or stop what else uses it"),
+    (dict(kernel={"readable": True, "oom_kills": [], "xids": [dict(XID, xid=45, meaning="Preemptive cleanup")]}),
+     "not running; the latest launch shows no failure and no ready line"),
+    (dict(kernel={"readable": True, "oom_kills": [], "xids": [dict(XID, xid=109, meaning=None)]}),
+     "not running; the latest launch shows no failure and no ready line"),
+    (dict(log={"ready_line": "ready"}),
+     "not running; the latest launch got ready, then ended without a traceback in its log or a kill in the "
+     "kernel's"),
+])
+def test_the_whole_verdict(parts, line):
+    assert core.verdict(report(**parts)) == line
+
+
+def test_a_log_longer_than_5_mib_is_read_as_its_first_4_mib_and_last_mib(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes((b"x" * 99 + b"\n") * 60000)  # 6,000,000 bytes
+    head, tail, left_out, note = core.read_launch_log(str(log), 0)
+    # 4 MiB hold 41943 whole lines; the last MiB begins mid-line, then 10485 whole lines and the end.
+    assert (len(head), len(tail), tail[-1], left_out, note) == (41943, 10486, "", 6000000 - (5 << 20), None)
+
+
+def test_the_classification_keeps_the_last_40_lines():
+    lines = ["line %d" % number for number in range(45)]
+    assert core.classify_launch(lines)["last_lines"] == lines[5:]
+
+
+def test_a_traceback_cut_off_at_the_end_of_a_finished_launch_is_its_failure():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>']
+    assert core.classify_launch(lines)["failure"] == {
+        "cause": "Python traceback (traceback cut off before its exception line)", "ranks": "",
+        "traceback": "\n".join(lines), "diagnosis": None}
