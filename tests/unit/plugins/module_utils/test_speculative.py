@@ -1,7 +1,11 @@
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils import _speculative as speculative
-from ansible_collections.blackwell.gpu_node.plugins.filter.speculative import speculative_problems
+from ansible_collections.blackwell.gpu_node.plugins.filter.speculative import (
+    FilterModule,
+    speculative_problems,
+    speculative_settings,
+)
 
 PREFIX = "sglang_server_speculative_"
 
@@ -104,3 +108,10 @@ def test_the_whole_message_of_a_draft_without_config_json(tmp_path):
 def test_a_setting_whose_value_is_the_last_word_is_read():
     assert speculative.from_argv(["python", "--speculative-algorithm", "EAGLE3"])["algorithm"] == "EAGLE3"
     assert speculative.from_argv(["python", "--speculative-algorithm"])["algorithm"] is None
+
+
+def test_the_filters_are_registered():
+    assert FilterModule().filters() == {"speculative_problems": speculative_problems,
+                                        "speculative_settings": speculative_settings}
+    assert speculative_settings(["python", "--speculative-algorithm", "EAGLE3"]) == speculative.from_argv(
+        ["python", "--speculative-algorithm", "EAGLE3"])
