@@ -1,7 +1,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.filter.benchmark import benchmark_compare, benchmark_report
+from ansible_collections.blackwell.gpu_node.plugins.filter.benchmark import FilterModule, benchmark_compare, benchmark_report
 
 
 def record(throughput, name="decode-heavy"):
@@ -27,3 +27,7 @@ def test_the_report_lists_regressions_and_hosts_that_did_not_measure():
                                      "allowed 5%"]
     assert report["not_measured"] == ["gpu-3"]
     assert [line.split()[0] for line in report["table"]] == ["host", "gpu-1", "gpu-2"]
+
+
+def test_the_filters_are_registered():
+    assert FilterModule().filters() == {"benchmark_compare": benchmark_compare, "benchmark_report": benchmark_report}

@@ -37,3 +37,22 @@ def test_dependencies_filter_keeps_what_is_not_pinned():
 def test_incomplete_decision_input_is_a_filter_error_not_a_crash():
     with pytest.raises(AnsibleFilterError, match=r"ml_stack_decision: incomplete input, KeyError: 'exists'"):
         FILTERS["ml_stack_decision"]({}, {}, {}, None)
+
+
+def test_the_verdict_filter_requires_gpus_unless_told_not_to():
+    plan = {"imports": ["sgl_kernel"], "cuda": "13.0", "versions": {}, "profile": "cu130"}
+    error = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+    observed = {"verification": {"modules": {"sgl_kernel": {"ok": False, "error": error}}, "pip_check": []}}
+    assert FILTERS["ml_stack_verdict"](plan, observed)["ok"] is False
+    assert FILTERS["ml_stack_verdict"](plan, observed, False)["ok"] is True
+
+
+@pytest.mark.parametrize("name,args,message", [
+    ("ml_stack_plan", (SETTINGS, {"name": "cu130"}, {}), "ml_stack_plan: incomplete input, KeyError: 'python'"),
+    ("ml_stack_verdict", ({}, {"state": {}}), "ml_stack_verdict: incomplete input, KeyError: 'versions'"),
+    ("ml_stack_decision", ({}, {}, {}, None), "ml_stack_decision: incomplete input, KeyError: 'exists'"),
+])
+def test_the_whole_message_of_incomplete_input(name, args, message):
+    with pytest.raises(AnsibleFilterError) as raised:
+        FILTERS[name](*args)
+    assert str(raised.value) == message

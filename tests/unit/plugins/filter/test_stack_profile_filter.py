@@ -2,6 +2,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.stack_profile import FilterModule
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id
 
 stack_profile = FilterModule().filters()["stack_profile"]
 
@@ -13,3 +14,7 @@ stack_profile = FilterModule().filters()["stack_profile"]
 def test_a_list_instead_of_a_mapping_is_a_filter_error_naming_the_variable(profiles, custom, variable):
     with pytest.raises(AnsibleFilterError, match=r"^%s must map profile names to profiles" % variable):
         stack_profile("cu130", profiles, custom)
+
+
+def test_the_filters_are_registered():
+    assert FilterModule().filters() == {"stack_profile": stack_profile, "os_id": os_id}

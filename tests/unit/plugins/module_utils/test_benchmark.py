@@ -1,4 +1,6 @@
+import errno
 import json
+import os
 
 import pytest
 
@@ -222,3 +224,159 @@ def test_an_answer_that_is_not_json_is_a_failure():
     finally:
         answers.close()
     assert timing["ok"] is False and timing["error"]
+
+
+def test_the_named_workloads_are_fixed():
+    assert bench.WORKLOADS == {
+        "decode-heavy": dict(prompt_tokens=128, output_tokens=512, prompts=16, concurrency=1),
+        "decode-batch": dict(prompt_tokens=128, output_tokens=256, prompts=64, concurrency=16),
+        "prefill-heavy": dict(prompt_tokens=2048, output_tokens=64, prompts=32, concurrency=8),
+    }
+    assert bench.workload("prefill-heavy") == dict(prompt_tokens=2048, output_tokens=64, prompts=32, concurrency=8,
+                                                   name="prefill-heavy")
+
+
+def test_overrides_skip_none_and_accept_one():
+    chosen = bench.workload("decode-batch", dict(prompts=None, concurrency=1, output_tokens=1))
+    assert chosen == dict(prompt_tokens=128, output_tokens=1, prompts=64, concurrency=1, name="decode-batch")
+
+
+def test_prompts_are_numbered_words_that_wrap_at_a_hundred():
+    assert bench.prompt(3, 4) == "request 3: word0 word1 word2 word3"
+    assert bench.prompt(0, 102).split()[2:] == ["word%d" % (index % 100) for index in range(102)]
+    assert bench.prompt(0, 102).split()[-3:] == ["word99", "word0", "word1"]
+
+
+def test_the_request_bodies_of_both_apis():
+    chosen = bench.workload("decode-heavy", dict(prompt_tokens=2, output_tokens=3))
+    common = {"model": "m", "max_tokens": 3, "temperature": 0.0, "stream": True, "ignore_eos": True,
+              "stream_options": {"include_usage": True}}
+    assert bench.request_body("completions", "m", chosen, 5) == dict(common, prompt="request 5: word0 word1")
+    assert bench.request_body("chat", "m", chosen, 5) == dict(
+        common, messages=[{"role": "user", "content": "request 5: word0 word1"}])
+
+
+def test_the_text_of_every_choice_in_a_chunk_counts():
+    assert bench.chunk_text({"choices": [{"text": "a"}, {"delta": {"content": "b"}}, {"text": ""}]}) == "ab"
+    assert bench.chunk_text({"choices": None}) == ""
+
+
+def test_a_line_that_is_not_utf8_is_read_with_replacement():
+    timing = bench.read_stream([b": \xff\xfe comment", event("x")], 0.0, Clock(1.0))
+    assert timing == dict(ok=True, ttft=1.0, itl=[], latency=1.0, output_tokens=1)
+
+
+def test_the_run_sends_to_the_api_path_with_the_default_timeout_and_times_the_wall_clock():
+    chosen = bench.workload("decode-heavy", dict(prompts=2))
+    sent = []
+
+    def send(url, body, api_key, timeout):
+        sent.append((url, api_key, timeout, sorted(body)))
+        return dict(ok=True, ttft=0.0, itl=[], latency=0.0, output_tokens=1)
+
+    results, duration = bench.run("http://NODEX/", "chat", "m", chosen, send=send, clock=Clock(10.0, 12.5))
+    assert duration == 2.5 and len(results) == 2
+    assert sent == [("http://NODEX/v1/chat/completions", None, 600.0,
+                     ["ignore_eos", "max_tokens", "messages", "model", "stream", "stream_options", "temperature"])] * 2
+
+
+def test_the_summary_rounds_to_three_decimals_and_lists_five_errors():
+    done = dict(ok=True, ttft=0.0123456, itl=[0.0011111], latency=0.1, output_tokens=1)
+    failures = [dict(ok=False, error="error %d" % index) for index in range(6)]
+    assert bench.summary([done] + failures, 0.7777777) == dict(
+        completed=1, failed=6, errors=["error 0", "error 1", "error 2", "error 3", "error 4"],
+        duration_s=0.778, output_tokens=1, output_throughput=1.286, request_throughput=1.286,
+        ttft_ms_median=12.346, ttft_ms_p99=12.346, itl_ms_median=1.111, itl_ms_p99=1.111)
+
+
+def test_a_run_of_no_time_has_no_throughput():
+    metrics = bench.summary([], 0.0)
+    assert metrics["output_throughput"] is None and metrics["request_throughput"] is None
+    assert metrics["ttft_ms_median"] is None and metrics["itl_ms_p99"] is None
+
+
+def test_bench_serving_output_is_rounded_and_counts_the_prompts_not_completed():
+    line = dict(completed=16, num_prompts=20, duration=87.65432, total_output_tokens=8192,
+                output_throughput=93.54321, request_throughput=0.18254, median_ttft_ms=40.12345,
+                p99_ttft_ms=55.00051, median_itl_ms=10.60061, p99_itl_ms=11.90071)
+    assert bench.from_bench_serving(line) == dict(
+        completed=16, failed=4, errors=[], duration_s=87.654, output_tokens=8192, output_throughput=93.543,
+        request_throughput=0.183, ttft_ms_median=40.123, ttft_ms_p99=55.001, itl_ms_median=10.601,
+        itl_ms_p99=11.901)
+
+
+def test_the_whole_bench_serving_command_line():
+    assert bench.bench_serving_argv("/py", "http://NODEX/", "/models/m", bench.workload("decode-heavy"), "/o.jsonl") == [
+        "/py", "-m", "sglang.bench_serving", "--backend", "sglang-oai", "--base-url", "http://NODEX",
+        "--model", "/models/m", "--dataset-name", "random", "--random-input-len", "128",
+        "--random-output-len", "512", "--random-range-ratio", "1", "--num-prompts", "16", "--max-concurrency", "1",
+        "--output-file", "/o.jsonl"]
+
+
+def test_every_metric_is_compared_with_its_direction():
+    comparison = bench.compare(result(100.0, ttft=40.0), result(50.0, ttft=50.0), 5)
+    assert comparison["baseline"] == "earlier.json"
+    assert comparison["changes"] == dict(
+        output_throughput=dict(before=50.0, after=100.0, change_percent=100.0, higher_is_better=True),
+        request_throughput=dict(before=50.0 / 512, after=100.0 / 512, change_percent=100.0, higher_is_better=True),
+        ttft_ms_median=dict(before=50.0, after=40.0, change_percent=-20.0, higher_is_better=False),
+        ttft_ms_p99=dict(before=50.0, after=40.0, change_percent=-20.0, higher_is_better=False),
+        itl_ms_median=dict(before=10.0, after=10.0, change_percent=0.0, higher_is_better=False),
+        itl_ms_p99=dict(before=12.0, after=12.0, change_percent=0.0, higher_is_better=False))
+
+
+def test_a_metric_missing_before_is_not_compared_and_unmeasured_throughput_is_said():
+    previous = result(0.0)
+    del previous["metrics"]["ttft_ms_median"]
+    comparison = bench.compare(result(90.0), previous, 5)
+    assert comparison["changes"]["ttft_ms_median"] == dict(before=None, after=50.0, change_percent=None,
+                                                           higher_is_better=False)
+    assert comparison["regression"] is False
+    assert comparison["message"] == "output throughput not measured"
+
+
+def test_the_regression_edges():
+    assert bench.compare(result(95.0), result(100.0), 5)["regression"] is False  # exactly the allowed drop
+    assert bench.compare(result(100.0, completed=1), result(100.0), 5)["regression"] is False
+    unknown = result(100.0)
+    del unknown["metrics"]["completed"]
+    assert bench.compare(unknown, result(100.0), 5)["regression"] is True
+
+
+def test_the_whole_message_of_different_workloads():
+    with pytest.raises(bench.BenchmarkError) as raised:
+        bench.compare(result(92.6), result(400.0, name="decode-batch"), 5)
+    assert str(raised.value) == ("the baseline earlier.json ran workload decode-batch, this run decode-heavy: "
+                                 "compare runs of one workload")
+
+
+def test_the_whole_table():
+    current = dict(result(80.0), stack_profile="cu130")
+    assert bench.table([("gpu-1", current, bench.compare(current, result(92.6), 5)), ("gpu-2", {}, None)]) == [
+        "host   workload      profile  tok/s  req/s    TTFT p50/p99 ms  ITL p50/p99 ms  vs baseline",
+        "gpu-1  decode-heavy  cu130    80.0   0.15625  50.0/50.0        10.0/12.0       -13.6% REGRESSION",
+        "gpu-2  -             -        None   None     None/None        None/None       -",
+    ]
+
+
+def test_the_request_headers_and_the_root_path():
+    answers = Answers(200, event(" a") + b"\n\ndata: [DONE]\n\n")
+    try:
+        timing = bench.stream_one(answers.url, {}, None, 10)
+    finally:
+        answers.close()
+    assert timing["ok"]
+    path, headers, _body = answers.requests[0]
+    assert path == "/" and headers["Content-Type"] == "application/json" and headers["Accept"] == "text/event-stream"
+    assert "Authorization" not in headers
+
+
+def test_https_is_spoken_to_an_https_url_and_a_refusal_keeps_its_message():
+    answers = Answers(200, event(" a") + b"\n\ndata: [DONE]\n\n")
+    try:
+        spoken = bench.stream_one(answers.url.replace("http:", "https:") + "/v1/completions", {}, None, 10)
+    finally:
+        answers.close()
+    assert spoken["ok"] is False and answers.requests == []
+    refused = bench.stream_one(answers.url + "/v1/completions", {}, None, 10)
+    assert refused == dict(ok=False, error="[Errno %d] %s" % (errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED)))

@@ -80,3 +80,26 @@ def test_a_subkey_with_the_pinned_fingerprint_is_not_the_pinned_key():
 
 def test_an_empty_keyring_has_no_fingerprint():
     assert "has the fingerprint(s) none" in repository_key_problems("", PINNED, URL)[0]
+
+
+def test_the_whole_message_of_a_cuda_home_with_a_separator():
+    assert cuda_home_problems("/opt/cuda 13", "13.0") == [
+        "cuda_home=/opt/cuda 13 holds whitespace, ':', ',' or '#', which ld.so.conf takes for the end of an entry; "
+        "use a path without them (NVIDIA's is /usr/local/cuda-13.0)"]
+
+
+def test_fpr_records_are_read_by_their_tenth_field_and_a_blank_line_ends_a_key():
+    assert primary_fingerprints("pub:-:4096\nfpr::::::::\n") == []
+    assert primary_fingerprints("pub:-:4096\nfpr:::::::::abc\n\n") == ["ABC"]
+    assert primary_fingerprints("pub:-:4096\nfpr:::::::::abc:\nfpr:::::::::def:\n") == ["ABC", "DEF"]
+
+
+def test_the_whole_messages_of_a_wrong_keyring():
+    assert repository_key_problems(PINNED_KEY + EXTRA_KEY, None, URL) == [
+        "The key at %s has the fingerprint(s) %s, %s, not cuda_repo_key_fingerprint=. If NVIDIA rotated its key, "
+        "check the new one and set cuda_repo_key_fingerprint" % (URL, PINNED, EXTRA)]
+    third = EXTRA_KEY.replace(EXTRA, "1" * 40)
+    assert repository_key_problems(PINNED_KEY + EXTRA_KEY + third, PINNED, URL) == [
+        "The keyring at %s holds other keys besides cuda_repo_key_fingerprint=%s: %s, %s. apt would trust each key "
+        "of it for NVIDIA's repository; only the pinned one may be. Have the mirror serve NVIDIA's keyring as it is"
+        % (URL, PINNED, EXTRA, "1" * 40)]

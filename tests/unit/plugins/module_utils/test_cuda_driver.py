@@ -121,3 +121,60 @@ def test_the_loaded_module_must_be_the_installed_open_one(gpu, pending, message)
 def test_the_debian_mirror_must_be_one_url_for_the_sources_file(url, problem):
     problems = debian_mirror_problems(url)
     assert problems == [] if problem is None else (len(problems) == 1 and problem in problems[0])
+
+
+def newest(*versions):
+    madison = "".join("nvidia-open | %s | x Packages\n" % version for version in versions)
+    return plan(580, ["nvidia-open"], {"nvidia-driver-pinning-580": "580-5"}, parse_madison(madison))["install"]
+
+
+def test_the_newest_version_by_upstream_numbers_then_revision():
+    assert newest("580.95.05-1", "580.105.08-1") == ["nvidia-open=580.105.08-1"]
+    assert newest("580.105.08", "580.95.05") == ["nvidia-open=580.105.08"]
+    assert newest("580.95.05-1", "580.95.05") == ["nvidia-open=580.95.05-1"]
+    assert newest("580.95.05-0ubuntu10", "580.95.05-0ubuntu9") == ["nvidia-open=580.95.05-0ubuntu10"]
+
+
+def test_madison_lines_without_a_package_or_version_and_repeated_versions_are_left_out():
+    assert parse_madison("nvidia-open | 580.95.05-1 | a Packages\n | 580.82.07-1 | a Packages\n"
+                         "nvidia-open |  | a Packages\nnvidia-open | 570.195.03-1\nnvidia-open\n"
+                         "nvidia-open | 580.95.05-1 | b Packages\n") == {"nvidia-open": ["580.95.05-1"]}
+
+
+def test_each_driver_package_is_planned_on_its_own():
+    madison = "nvidia-driver-pinning-580 | 580-5 | x Packages\nnvidia-open | 580.95.05-1 | x Packages\n"
+    installed = {"nvidia-driver-pinning-580": "580-5", "nvidia-kernel-open-dkms": "580.95.05-1"}
+    assert plan(580, ["nvidia-kernel-open-dkms", "nvidia-open"], installed, parse_madison(madison)) == dict(
+        problems=[], purge=[], pin=[], install=["nvidia-open=580.95.05-1"], change=True,
+        versions={"nvidia-kernel-open-dkms": ["580.95.05-1", "580.95.05-1"], "nvidia-open": [None, "580.95.05-1"]})
+    refused = plan(580, ["nvidia-a", "nvidia-b"], installed, parse_madison(madison))
+    assert refused == dict(problems=[
+        "The CUDA repository has no %s of driver branch 580 (cuda_driver_branch=580; it has no version of it): check "
+        "cuda_repo_base_url and cuda_driver_packages, or choose a branch it has." % package
+        for package in ("nvidia-a", "nvidia-b")], purge=[], pin=[], install=[], change=False, versions={})
+
+
+def test_an_old_pin_left_beside_the_branchs_is_purged_alone():
+    installed = {"nvidia-driver-pinning-580": "580-5", "nvidia-driver-pinning-570": "570-5",
+                 "nvidia-open": "580.95.05-1"}
+    assert plan(580, ["nvidia-open"], installed, {}) == dict(
+        problems=[], purge=["nvidia-driver-pinning-570"], pin=[], install=[], change=True,
+        versions={"nvidia-open": ["580.95.05-1", "580.95.05-1"]})
+
+
+@pytest.mark.parametrize("gpu,installed,loaded", [
+    (OPEN_580, "580.95.05", "580.95.05"),
+    (dict(OPEN_580, kernel_module_version="570.195.03"), "580.95.05", "570.195.03"),
+    (dict(OPEN_580, kernel_module_version=None), "580.95.05", None),
+    (dict(OPEN_580, kernel_module="proprietary"), "580.95.05", "580.95.05"),
+])
+def test_the_module_state_names_the_installed_and_loaded_versions(gpu, installed, loaded):
+    state = module_state("580.95.05-1", gpu)
+    assert sorted(state) == ["installed", "loaded", "message", "pending"]
+    assert (state["installed"], state["loaded"]) == (installed, loaded)
+
+
+def test_the_whole_message_of_a_mirror_that_is_not_a_url():
+    assert debian_mirror_problems("deb.debian.org/debian") == [
+        "cuda_debian_mirror=deb.debian.org/debian is not one http://, https:// or file:// URL without spaces (a "
+        "Debian mirror such as http://deb.debian.org/debian): fix cuda_debian_mirror."]

@@ -109,3 +109,7 @@ def test_a_control_character_in_the_suffix_is_refused():
 
 def test_the_default_options_are_fine():
     assert option_problems(13, ".disabled-by-blackwell-gpu-node") == []
+
+
+def test_cuda_1_is_a_major_version():
+    assert option_problems(1, ".disabled-by-blackwell-gpu-node") == []

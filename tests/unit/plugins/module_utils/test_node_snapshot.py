@@ -1,8 +1,11 @@
 """The node_snapshot core: what a snapshot holds and what restoring it does."""
 
 import copy
+import json
+import os
 
 import pytest
+import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node_snapshot import (
     CUDA_LINK,
@@ -15,6 +18,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node_snapshot 
     restore_plan,
     serialized,
     snapshot_problems,
+    summary,
 )
 
 VENV = "/home/sglang/ml-env"
@@ -141,3 +145,67 @@ def test_names_that_could_leave_the_directory_are_refused(name):
 def test_the_serialized_snapshot_is_stable(before):
     assert serialized(before) == serialized(copy.deepcopy(before))
     assert serialized(before).endswith("}\n")
+
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
+
+
+def test_the_files_are_the_cuda_roles_and_the_suffix_is_cuda_linker_entries_default():
+    with open(os.path.join(ROOT, "roles", "cuda", "vars", "main.yml")) as handle:
+        cuda_vars = yaml.safe_load(handle)
+    assert (LINKER_CONF, PROFILE_SCRIPT) == (cuda_vars["__cuda_linker_conf"], cuda_vars["__cuda_profile_script"])
+    with open(os.path.join(ROOT, "plugins", "modules", "cuda_linker_entries.py")) as handle:
+        assert 'suffix=dict(type="str", default="%s")' % DISABLED_SUFFIX in handle.read()
+
+
+def test_the_whole_observation():
+    assert observation(VENV, OLD, "cu128", None, "/usr/local/cuda-12.8", {LINKER_CONF: None},
+                       ["a.conf", "b.conf" + DISABLED_SUFFIX], {"argv": ["python"]}) == {
+        "format": 1,
+        "venv": {"path": VENV, "target": OLD, "profile": "cu128"},
+        "cuda": {"path": "/usr/local/cuda", "alternative": None, "target": "/usr/local/cuda-12.8"},
+        "files": {LINKER_CONF: None},
+        "disabled_linker_files": ["b.conf" + DISABLED_SUFFIX],
+        "server": {"argv": ["python"]},
+    }
+
+
+def test_the_whole_message_of_a_bad_name():
+    assert name_problem("a/b") == ("name='a/b' must be 1 to 64 letters, digits, '_', '.' or '-', starting with a "
+                                   "letter or digit, without '..'")
+
+
+def test_disabled_linker_files_of_the_right_shape_pass_and_others_are_named(after):
+    assert snapshot_problems(after, VENV) == []
+    tampered = copy.deepcopy(after)
+    tampered["disabled_linker_files"] = [5, "sub/x.conf" + DISABLED_SUFFIX, "x.conf"]
+    assert snapshot_problems(tampered, VENV) == [
+        "its disabled_linker_files holds %r, not a file name ending in %s" % (name, DISABLED_SUFFIX)
+        for name in tampered["disabled_linker_files"]]
+
+
+def test_no_cuda_link_recorded_leaves_the_link_of_now_alone():
+    recorded = observation(VENV, OLD, "cu128", None, None, {}, [], None)
+    now = observation(VENV, OLD, "cu128", None, "/usr/local/cuda-13.0", {}, [], None)
+    assert restore_plan(recorded, now, [], [OLD]) == ([], [])
+
+
+@pytest.mark.parametrize("action,line", [
+    ({"action": "alternative", "name": "cuda", "value": "/usr/local/cuda-12.8"},
+     "update-alternatives --set cuda /usr/local/cuda-12.8"),
+    ({"action": "write", "path": LINKER_CONF, "content": "x"}, LINKER_CONF + " rewritten as recorded"),
+    ({"action": "remove", "path": PROFILE_SCRIPT}, PROFILE_SCRIPT + " removed (it was not there when recorded)"),
+    ({"action": "rename", "from": "/etc/ld.so.conf.d/a.conf.x", "to": "/etc/ld.so.conf.d/a.conf"},
+     "/etc/ld.so.conf.d/a.conf.x renamed back to /etc/ld.so.conf.d/a.conf"),
+    ({"action": "ldconfig"}, "ldconfig"),
+])
+def test_each_action_is_described(action, line):
+    assert describe(action) == line
+
+
+def test_the_serialized_text_and_the_summary_without_the_server():
+    state = {"venv": {"target": OLD, "path": VENV}, "format": 1, "server": {"argv": ["python"]}}
+    assert serialized(state) == json.dumps(state, indent=2, sort_keys=True) + "\n"
+    assert serialized(state).startswith('{\n  "format": 1,\n  "server": {\n    "argv": [\n')
+    assert summary(state) == '{\n  "format": 1,\n  "venv": {\n    "path": "%s",\n    "target": "%s"\n  }\n}\n' % (
+        VENV, OLD)

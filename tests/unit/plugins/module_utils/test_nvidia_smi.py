@@ -223,3 +223,46 @@ def test_gather_on_a_broken_driver_stops_after_the_query(state, rc, said):
     (None, None)])
 def test_kernel_module_version(text, version):
     assert kernel_module_version(text) == version
+
+
+def test_nvml_failing_to_start_is_no_driver():
+    assert state_of(255, "Failed to initialize NVML: Unknown Error") == "no_driver"
+
+
+def test_every_spelling_of_no_value_becomes_null_and_a_short_line_is_skipped():
+    gpus = parse_query("0, NVIDIA GeForce RTX 5090\n"
+                       "1, NVIDIA GeForce RTX 5090, GPU-2, 12.0, 32607, , N/A, [Not Supported], 16, [N/A], 575.51\n")
+    assert [gpu["index"] for gpu in gpus] == [1]
+    assert [gpus[0][name] for name in ("pcie_gen_current", "pcie_gen_max", "pcie_width_current",
+                                       "persistence_mode")] == [None, None, None, None]
+
+
+def test_a_matrix_pasted_without_its_leading_whitespace_keeps_gpu0():
+    topology = parse_topology("GPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-15\nGPU1\tNV18\t X \t0-15\n")
+    assert topology == {"matrix": {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}, "nvlink_pairs": [[0, 1, 18]],
+                        "interconnect": "nvlink"}
+
+
+def test_gather_without_nvidia_smi_asks_modinfo_for_the_version_and_says_why():
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return 0, "\n", ""
+    assert gather(None, "/sbin/modinfo", run, None) == dict(
+        state="no_nvidia_smi", message="nvidia-smi is not installed (no NVIDIA driver user space on this host)",
+        count=0, gpus=[], driver_version=None, cuda_driver_version=None, kernel_module=None,
+        kernel_module_version=None, kernel_module_installed_version=None, interconnect="none", nvlink_pairs=[],
+        topology={})
+    assert asked == [["/sbin/modinfo", "-F", "version", "nvidia"]]
+
+
+def test_gather_takes_the_driver_version_from_the_query_where_the_table_has_none():
+    def run(argv):
+        if argv[1:2] == ["topo"]:
+            return 0, "", ""
+        if len(argv) > 1:
+            return 0, "0, NVIDIA H200, GPU-1, 9.0, 143771, 5, 5, 16, 16, Enabled, 580.95.05\n", ""
+        return 0, "a table without its header\n", ""
+    facts = gather("/usr/bin/nvidia-smi", None, run, None)
+    assert (facts["state"], facts["driver_version"], facts["cuda_driver_version"]) == ("ok", "580.95.05", None)

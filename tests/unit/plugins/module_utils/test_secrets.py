@@ -39,3 +39,17 @@ def test_abbreviations_that_argparse_accepts_are_masked_too():
     argv = ["--api-ke=k1", "--admin-api", "k2", "--ap", "k3", "--port", "30000", "--", "x"]
     assert masked_argv(argv) == ["--api-ke=" + MASK, "--admin-api", MASK, "--ap", MASK, "--port", "30000", "--", "x"]
     assert secret_values(argv) == ["k1", "k2", "k3"]
+
+
+def test_the_shortest_abbreviation_is_masked_and_a_bare_double_dash_is_not():
+    assert masked_argv(["--a", "k", "--", "v"]) == ["--a", MASK, "--", "v"]
+
+
+def test_a_longer_value_is_masked_before_a_value_inside_it():
+    assert masked_text("token abcdef and abc", values=["abc", "abcdef"]) == "token %s and %s" % (MASK, MASK)
+
+
+def test_the_whole_masked_server_args_line_and_a_flag_of_any_case():
+    line = "server_args=ServerArgs(api_key='s3', admin_api_key=\"k9\", port=1)"
+    assert masked_text(line) == "server_args=ServerArgs(api_key='%s', admin_api_key='%s', port=1)" % (MASK, MASK)
+    assert masked_text("XAI_key='v' key='w'", secret_flags=("--XAI-key",)) == "XAI_key='%s' key='w'" % MASK

@@ -36,3 +36,14 @@ def test_home_must_be_absolute_below_root(home):
 def test_home_with_a_control_character_is_named():
     found = problems(dict(GOOD, home="/var/lib/sglang\n"))
     assert len(found) == 1 and found[0].startswith("service_user_home: the value holds the control character U+000A")
+
+
+def test_the_whole_message_of_a_bad_name():
+    assert problems(dict(GOOD, name="Sglang")) == [
+        "service_user_name='Sglang' is not a user or group name useradd accepts: a lower-case letter or '_', then up "
+        "to 31 lower-case letters, digits, '_' or '-'"]
+
+
+@pytest.mark.parametrize("home", ["/X", "/srv/XX/"])
+def test_a_home_of_any_letters_below_the_root_is_accepted(home):
+    assert problems(dict(GOOD, home=home)) == []

@@ -1,7 +1,11 @@
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils import _speculative as speculative
-from ansible_collections.blackwell.gpu_node.plugins.filter.speculative import speculative_problems
+from ansible_collections.blackwell.gpu_node.plugins.filter.speculative import (
+    FilterModule,
+    speculative_problems,
+    speculative_settings,
+)
 
 PREFIX = "sglang_server_speculative_"
 
@@ -81,3 +85,33 @@ def test_a_server_without_a_draft_is_not_speculative():
     assert speculative.from_argv(["python", "-m", "sglang.launch_server", "--model-path", "/m"]) == dict(
         enabled=False, algorithm=None, draft_model_path=None, num_steps=None, eagle_topk=None, num_draft_tokens=None)
     assert speculative.from_argv(None)["enabled"] is False
+
+
+def test_nextn_runs_with_a_draft_model():
+    assert speculative.problems(settings(algorithm="NEXTN"), PREFIX) == []
+
+
+def test_the_whole_messages_of_a_missing_draft_and_an_unknown_algorithm():
+    assert speculative.problems(settings(algorithm="NGRAM", draft_model_path=None), PREFIX) == [
+        "sglang_server_speculative_draft_model_path is required with speculative decoding: the draft model's "
+        "directory (with its config.json)",
+        "sglang_server_speculative_algorithm=NGRAM is not one SGLang 0.5.9 runs with a draft model: use one of "
+        "EAGLE, EAGLE3, NEXTN, STANDALONE (EAGLE3 for an EAGLE-3 draft)"]
+
+
+def test_the_whole_message_of_a_draft_without_config_json(tmp_path):
+    assert speculative.draft_model_problem(str(tmp_path), "v") == (
+        "v=%s has no config.json: point it at the draft model's directory (for EAGLE-3, the EAGLE3 checkpoint "
+        "matching the served model), or download it there first" % tmp_path)
+
+
+def test_a_setting_whose_value_is_the_last_word_is_read():
+    assert speculative.from_argv(["python", "--speculative-algorithm", "EAGLE3"])["algorithm"] == "EAGLE3"
+    assert speculative.from_argv(["python", "--speculative-algorithm"])["algorithm"] is None
+
+
+def test_the_filters_are_registered():
+    assert FilterModule().filters() == {"speculative_problems": speculative_problems,
+                                        "speculative_settings": speculative_settings}
+    assert speculative_settings(["python", "--speculative-algorithm", "EAGLE3"]) == speculative.from_argv(
+        ["python", "--speculative-algorithm", "EAGLE3"])

@@ -1,6 +1,6 @@
 """The upgrade playbook's report."""
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._upgrade_report import NOT_SWITCHED, report
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._upgrade_report import NOT_SWITCHED, report, rows
 
 NOTED = {
     "gpu-1": {"from": "cu128", "to": "cu130", "outcome": "rolled back", "seconds_to_ready": 12.34,
@@ -31,3 +31,31 @@ def test_only_nodes_on_the_target_pass():
 def test_a_failed_rollback_is_loud():
     noted = {"gpu-1": dict(NOTED["gpu-1"], outcome="ROLLBACK FAILED")}
     assert "NOT SERVING" in report(["gpu-1"], noted, "cu130")["problems"][0]
+
+
+def test_the_whole_report_of_each_outcome():
+    noted = dict(NOTED, **{"gpu-5": dict(NOTED["gpu-1"], outcome="ROLLBACK FAILED", diagnosis=None),
+                           "gpu-6": dict(NOTED["gpu-4"], outcome="upgraded", seconds_to_ready=80)})
+    found = report(["gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6"], noted, "cu130")
+    assert found["table"] == [
+        "host  | from -> to       | outcome                                             | time to ready | diagnosis",
+        "gpu-1 | cu128 -> cu130   | upgrade failed, rolled back, ready on the old stack | 12.3 s        | "
+        + NOTED["gpu-1"]["diagnosis"],
+        "gpu-2 | cu128 -> cu130   | not switched (the upgrade stopped before its turn)  | -             |",
+        "gpu-3 | unknown -> cu130 | not reached                                         | -             |",
+        "gpu-4 | cu130 -> cu130   | unchanged                                           | -             |",
+        "gpu-5 | cu128 -> cu130   | UPGRADE AND ROLLBACK FAILED: NOT SERVING            | 12.3 s        |",
+        "gpu-6 | cu130 -> cu130   | upgraded                                            | 80.0 s        |",
+    ]
+    assert found["problems"] == [
+        "gpu-1: upgrade failed, rolled back, ready on the old stack (%s)" % NOTED["gpu-1"]["diagnosis"],
+        "gpu-2: not switched (the upgrade stopped before its turn)",
+        "gpu-3: not reached",
+        "gpu-5: UPGRADE AND ROLLBACK FAILED: NOT SERVING",
+    ]
+
+
+def test_a_node_that_noted_nothing_is_not_reached():
+    assert rows(["gpu-3"], {}, "cu130") == [{"host": "gpu-3", "from": "unknown", "to": "cu130", "outcome": "not reached",
+                                             "message": "not reached", "seconds_to_ready": None, "diagnosis": None,
+                                             "restored": []}]
