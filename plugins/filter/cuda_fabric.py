@@ -7,7 +7,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import parse_installed, parse_madison
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import decision, plan, query_names
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import (
+    INSTALLED_PATTERNS,
+    decision,
+    plan,
+    query_names,
+)
 
 
 def cuda_fabric_decision(setting, gpu, dpkg_query_output):
@@ -19,7 +24,7 @@ def cuda_fabric_plan(setting, gpu, dpkg_query_output, apt_cache_madison_output):
 
 
 def cuda_fabric_packages(branch):
-    return query_names(int(branch))
+    return dict(installed=list(INSTALLED_PATTERNS), available=query_names(int(branch)))
 
 
 class FilterModule(object):

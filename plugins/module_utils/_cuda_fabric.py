@@ -36,8 +36,13 @@ def package_names(branch):
 
 
 def query_names(branch):
-    """Every package name to ask dpkg-query and apt-cache madison about for driver branch `branch`."""
+    """Every package name to ask apt-cache madison about for driver branch `branch`."""
     return [name for names in package_names(branch) for name in names] + [SUBNET_MANAGER]
+
+
+# What dpkg-query is asked for: the fabric packages of every branch's names, so that one of another branch than the
+# loaded driver's (nvidia-fabricmanager-570 beside driver 580) is seen, and replaced.
+INSTALLED_PATTERNS = (FABRIC_MANAGER + "*", NSCQ + "*", SUBNET_MANAGER)
 
 
 def setting_of(value):
@@ -148,8 +153,9 @@ def version_problems(gpu, installed):
         if not name.startswith((FABRIC_MANAGER, NSCQ)) or upstream_version(version) == driver_version:
             continue
         problems.append(
-            "%s %s is installed but the loaded NVIDIA driver is %s: Fabric Manager refuses to start on another "
-            "driver version, and CUDA then fails with error 802 on NVSwitch systems. Run role blackwell.gpu_node.cuda "
-            "(cuda_fabric_manager: auto or true installs %s at the driver's version), or remove it where the host "
-            "has no NVSwitch (cuda_fabric_manager: false)." % (name, version, driver_version, name))
+            "%s %s is installed but the loaded NVIDIA driver is %s: Fabric Manager needs its packages at the "
+            "driver's exact version (it refuses to start otherwise, and CUDA then fails with error 802 on NVSwitch "
+            "systems). Run role blackwell.gpu_node.cuda (cuda_fabric_manager: auto or true puts them at the driver's "
+            "version), or remove %s where the host has no NVSwitch (cuda_fabric_manager: false)." % (
+                name, version, driver_version, name))
     return problems

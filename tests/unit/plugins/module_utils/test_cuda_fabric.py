@@ -1,7 +1,11 @@
+import fnmatch
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import parse_installed, parse_madison
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import (
+    INSTALLED_PATTERNS,
     SERVICE,
     needed,
     plan,
@@ -119,3 +123,15 @@ def test_version_problems_name_the_package_the_driver_and_the_variable():
         "nvidia-fabricmanager-570 570.195.03-1")
     assert version_problems(dict(HGX_H200, kernel_module_version=None, driver_version=None), installed) == []
     assert version_problems(HGX_H200, {"nvidia-fabricmanager": "580.95.05-1"}) == []
+
+
+def test_dpkg_is_asked_for_the_fabric_packages_of_every_branch():
+    """Seen in molecule fabric: with driver 580 loaded, asking dpkg only for branch 580's names missed an installed
+    nvidia-fabricmanager-570, so the role left it there. The patterns cover both branches' names, and both roles
+    ask dpkg with them."""
+    for branch in (570, 580, 590):
+        for name in query_names(branch):
+            assert any(fnmatch.fnmatchcase(name, pattern) for pattern in INSTALLED_PATTERNS), name
+    roles = Path(__file__).resolve().parents[4] / "roles"
+    assert "__cuda_fabric_names.installed" in (roles / "cuda" / "tasks" / "fabric.yml").read_text()
+    assert "cuda_fabric_packages).installed" in (roles / "preflight" / "tasks" / "observe.yml").read_text()

@@ -445,9 +445,10 @@ def test_a_fabric_manager_of_another_version_than_the_driver_is_refused():
     assert report["ok"] is False
     assert [problem for problem in report["problems"] if "fabricmanager" in problem] == [
         "nvidia-fabricmanager 580.82.07-1 is installed but the loaded NVIDIA driver is 580.95.05: Fabric Manager "
-        "refuses to start on another driver version, and CUDA then fails with error 802 on NVSwitch systems. Run role "
-        "blackwell.gpu_node.cuda (cuda_fabric_manager: auto or true installs nvidia-fabricmanager at the driver's "
-        "version), or remove it where the host has no NVSwitch (cuda_fabric_manager: false)."]
+        "needs its packages at the driver's exact version (it refuses to start otherwise, and CUDA then fails with "
+        "error 802 on NVSwitch systems). Run role blackwell.gpu_node.cuda (cuda_fabric_manager: auto or true puts "
+        "them at the driver's version), or remove nvidia-fabricmanager where the host has no NVSwitch "
+        "(cuda_fabric_manager: false)."]
 
 
 def test_a_mismatch_the_cuda_role_is_about_to_fix_is_a_note():
