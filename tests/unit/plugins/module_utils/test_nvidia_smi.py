@@ -254,8 +254,8 @@ def test_two_h200_of_an_nvswitch_board_in_a_virtual_machine():
     """The 2x H200 lent host: its GPUs registered with a fabric (Completed, Success) that the hypervisor manages:
     NVSwitch, NVLink 4, and no switch of its own."""
     details = (DATA / "h200" / "nvidia-smi-q.txt").read_text()
-    facts = gather("/usr/bin/nvidia-smi", None, recorded_host(details), None, ["bind", "module", "new_id",
-                                                                            "remove_id", "uevent", "unbind"])
+    nvswitch_driver = ["bind", "module", "new_id", "remove_id", "uevent", "unbind"]
+    facts = gather("/usr/bin/nvidia-smi", None, recorded_host(details), None, nvswitch_driver)
     assert facts["fabric"] == {"state": "Completed", "status": "Success"}
     assert (facts["nvswitch"], facts["nvswitch_devices"], facts["nvlink_generation"]) == (True, [], 4)
     assert parse_fabric(details) == [{"state": "Completed", "status": "Success"}] * 2
@@ -314,6 +314,6 @@ def test_nvswitches_held_by_the_driver_and_a_fabric_not_started():
 
 
 def test_no_answer_from_the_driver_leaves_nvswitch_unknown():
-    facts = gather("/usr/bin/nvidia-smi", None, lambda argv: (9, "NVIDIA-SMI has failed because it couldn't "
-                                                               "communicate with the NVIDIA driver.", ""), None, None)
+    said = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    facts = gather("/usr/bin/nvidia-smi", None, lambda argv: (9, said, ""), None, None)
     assert (facts["nvswitch"], facts["nvlink_generation"], facts["fabric"]) == (None, None, None)

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Test stand-in for nvidia-smi on an 8x H100 HGX (molecule fabric): the recorded table and topo -m of such a host
 (tests/data/nvidia_smi/table-h100-8gpu.txt, topo-h100-8gpu-nvlink.txt), the query with the recorded GPUs' names
 and memory at the loaded driver's version, and -q's Fabric section: Not Started until Fabric Manager's daemon
