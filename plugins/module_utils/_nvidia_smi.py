@@ -134,21 +134,96 @@ def kernel_module_version(proc_version):
     return match.group(1) if match else None
 
 
+# NVLink generation by compute capability, for GPUs that have NVLink: V100 2, A100 (and the NVLink-bridged 8.6
+# boards) 3, H100/H200 4, B200/B300 5. NVIDIA's Fabric Manager user guide (release 2.3, "NVSwitch core software
+# stack"): systems with fourth generation NVSwitches (HGX B200/B100, NVLink 5) need the NVLink Subnet Manager
+# (nvlsm) beside Fabric Manager; earlier generations (HGX H100/H200, NVLink 4, and older) need Fabric Manager only.
+NVLINK_GENERATIONS = {"7.0": 2, "8.0": 3, "8.6": 3, "9.0": 4, "10.0": 5, "10.3": 5}
+# Every NVLink GPU so far has at most 18 links (V100 6, A100 12, H100, H200 and B200 18): a GPU that shows more
+# NVLinks to its peers than that reaches them through NVSwitches (NV18 to each of 7 peers on an HGX board), while
+# directly wired GPUs share their links (4-GPU HGX H100: NV6 to each of 3 peers).
+MAX_NVLINKS_PER_GPU = 18
+# Fabric states of a GPU that takes part in an NVSwitch fabric (NVML's nvmlGpuFabricState); GPUs without one say
+# N/A or Not Supported.
+FABRIC_STATES = ("Not Started", "In Progress", "Completed")
+# The order in which a fabric settles: the least settled GPU speaks for the host.
+FABRIC_PROGRESS = dict((state, rank) for rank, state in enumerate(FABRIC_STATES))
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def parse_fabric(query_text):
+    """[{state, status}] for each GPU, from the "Fabric" sections of `nvidia-smi -q` (Hopper and later drivers;
+    none from older ones). Not-supported values become null."""
+    fabrics, current = [], None
+    for line in query_text.splitlines():
+        name, colon, value = line.partition(":")
+        if not colon and line.strip() == "Fabric":
+            current = dict(state=None, status=None)
+            fabrics.append(current)
+        elif current is not None and name.strip() in ("State", "Status") and current[name.strip().lower()] is None:
+            current[name.strip().lower()] = _value(value)
+        elif current is not None and name.strip() == "ClusterUUID":
+            current = None
+    return fabrics
+
+
+def fabric_summary(fabrics):
+    """{state, status} of the least settled GPU that takes part in a fabric, else of the first GPU; None without
+    any Fabric section."""
+    if not fabrics:
+        return None
+    joined = [fabric for fabric in fabrics if fabric["state"] in FABRIC_PROGRESS]
+    if not joined:
+        return dict(fabrics[0])
+    return dict(min(joined, key=lambda fabric: (FABRIC_PROGRESS[fabric["state"]], fabric["status"] == "Success")))
+
+
+def switched_topology(nvlink_pairs):
+    """Whether some GPU shows more NVLinks to its peers than a GPU has: its peers are behind NVSwitches."""
+    links = {}
+    for gpu, peer, count in nvlink_pairs:
+        links[gpu] = links.get(gpu, 0) + count
+        links[peer] = links.get(peer, 0) + count
+    return any(total > MAX_NVLINKS_PER_GPU for total in links.values())
+
+
+def nvswitch_facts(state, gpus, nvlink_pairs, fabric, nvswitch_devices):
+    """{nvswitch, nvswitch_devices, nvlink_generation}.
+
+    nvswitch: true when the GPUs are on an NVSwitch fabric (the nvidia-nvswitch driver holds switches here, a GPU
+    registered with a fabric, or the topology shows switched NVLinks), false when the driver answered and none of
+    that is so, null when the driver did not answer. nvswitch_devices: the PCI addresses of the NVSwitches bound to
+    this host's nvidia-nvswitch driver (none in a virtual machine whose GPUs' fabric the hypervisor manages).
+    """
+    devices = sorted(device for device in (nvswitch_devices or []) if PCI_ADDRESS.fullmatch(device))
+    if state != "ok":
+        return dict(nvswitch=None, nvswitch_devices=devices, nvlink_generation=None)
+    nvswitch = bool(devices or (fabric and fabric["state"] in FABRIC_PROGRESS) or switched_topology(nvlink_pairs))
+    generation = None
+    if nvswitch or nvlink_pairs:
+        generation = next((NVLINK_GENERATIONS.get(gpu.get("compute_capability")) for gpu in gpus), None)
+    return dict(nvswitch=nvswitch, nvswitch_devices=devices, nvlink_generation=generation)
+
+
 QUERY_ARGV = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
 TOPOLOGY_ARGV = ("topo", "-m")
 MODINFO_ARGV = ("-F", "version", "nvidia")
+DETAILS_ARGV = ("-q",)
 
 
-def gather(nvidia_smi, modinfo, run, proc_version):
+def gather(nvidia_smi, modinfo, run, proc_version, nvswitch_devices=None):
     """The gpu facts of a host.
 
     nvidia_smi, modinfo: paths of the commands, None where missing; run(argv) -> (rc, stdout, stderr);
-    proc_version: the text of /proc/driver/nvidia/version, None when absent.
+    proc_version: the text of /proc/driver/nvidia/version, None when absent; nvswitch_devices: the entries of
+    /sys/bus/pci/drivers/nvidia-nvswitch (the switches that driver holds), None when it is absent.
     """
     facts = dict(state="no_nvidia_smi", message="", count=0, gpus=[], driver_version=None, cuda_driver_version=None,
                  kernel_module=kernel_module_flavour(proc_version),
                  kernel_module_version=kernel_module_version(proc_version),
-                 kernel_module_installed_version=None, interconnect="none", nvlink_pairs=[], topology={})
+                 kernel_module_installed_version=None, interconnect="none", nvlink_pairs=[], topology={},
+                 fabric=None)
+    facts.update(nvswitch_facts(None, [], [], None, nvswitch_devices))
     if modinfo is not None:
         rc, out, _err = run([modinfo] + list(MODINFO_ARGV))
         if rc == 0 and out.strip():
@@ -173,4 +248,8 @@ def gather(nvidia_smi, modinfo, run, proc_version):
     topology = parse_topology(topo if rc == 0 else "")
     facts.update(interconnect=topology["interconnect"], nvlink_pairs=topology["nvlink_pairs"],
                  topology=topology["matrix"])
+    rc, details, _err = run([nvidia_smi] + list(DETAILS_ARGV))
+    facts["fabric"] = fabric_summary(parse_fabric(details if rc == 0 else ""))
+    facts.update(nvswitch_facts(facts["state"], facts["gpus"], facts["nvlink_pairs"], facts["fabric"],
+                                nvswitch_devices))
     return facts

@@ -12,6 +12,14 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import parse_installed
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import (
+    FABRIC_MANAGER,
+    SUBNET_MANAGER,
+    SUBNET_MANAGER_NVLINK,
+    decision,
+    version_problems,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id
 
@@ -309,13 +317,37 @@ def check_port(report, settings, port_state):
         report.checked.append("port %s is %s" % (where, "held by our own server" if port_state == "ours" else "free"))
 
 
+def check_fabric(report, settings, gpu, dpkg_query_output):
+    """Fabric Manager and the NVLink subnet manager against the loaded driver. What the cuda role is about to set
+    right in this run (cuda_fabric_manager wants Fabric Manager here) is a note; the rest refuses the host."""
+    installed = parse_installed(dpkg_query_output or "")
+    problems = version_problems(gpu, installed)
+    fabric_manager = sorted(name for name in installed if name.startswith(FABRIC_MANAGER))
+    if (gpu.get("nvswitch") and (gpu.get("nvlink_generation") or 0) >= SUBNET_MANAGER_NVLINK and fabric_manager
+            and SUBNET_MANAGER not in installed):
+        problems.append(
+            "%s is installed on NVLink %d switches, but NVIDIA's NVLink subnet manager %s is not, without which the "
+            "fabric does not come up: run role blackwell.gpu_node.cuda (cuda_fabric_manager: auto or true installs "
+            "it)." % (fabric_manager[0], gpu["nvlink_generation"], SUBNET_MANAGER))
+    if problems and decision(settings.get("fabric_manager", "false"), gpu, installed)["wanted"]:
+        report.notes.extend("The cuda role will set this right (preflight_fabric_manager: %s): %s" % (
+            settings.get("fabric_manager"), problem) for problem in problems)
+    elif problems:
+        report.problems.extend(problems)
+    elif fabric_manager:
+        report.checked.append("%s at the driver's version %s" % (
+            ", ".join("%s %s" % (name, installed[name]) for name in fabric_manager),
+            gpu.get("kernel_module_version") or gpu.get("driver_version")))
+
+
 def evaluate(settings, profile, observed):
     """Problems, notes and what was checked.
 
     settings: the role's variables without the preflight_ prefix. profile: the resolved stack profile.
     observed: distribution, distribution_version, architecture (Ansible's facts), gpu (gpu_facts), reboot_required (bool), reboot_required_packages,
     model (exists, is_dir, config_json), disk (siblings: the names beside venv_path, mount, free_bytes), port_state,
-    host, peers, venv_python (what ml_stack's inspect_python.py printed, or {error}), service_user_exists (bool).
+    host, peers, venv_python (what ml_stack's inspect_python.py printed, or {error}), service_user_exists (bool),
+    fabric_packages (dpkg-query's Package, Version and db:Status-Abbrev of the fabric packages, tab-separated).
     """
     report = Report()
     check_platform(report, profile, observed)
@@ -339,11 +371,13 @@ def evaluate(settings, profile, observed):
             report.problems.append("GPUs are required (preflight_gpus_required: true) but nvidia-smi lists none.")
         else:
             check_gpus(report, settings, profile, gpu)
+            check_fabric(report, settings, gpu, observed.get("fabric_packages"))
     else:
         for reason in pending:
             report.notes.append("A reboot is pending: %s." % reason)
         if gpu["state"] == "ok" and gpu["gpus"]:
             check_gpus(report, settings, profile, gpu)
+            check_fabric(report, settings, gpu, observed.get("fabric_packages"))
         else:
             report.notes.append("GPUs are not required (preflight_gpus_required: false): no GPU was checked "
                                 "(gpu_facts state %s)." % gpu["state"])

@@ -820,7 +820,10 @@ def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_fla
         "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
         "[Unit]",
         "Description=SGLang server %s (blackwell.gpu_node)" % name,
-        "After=network-online.target",
+        # On NVSwitch systems CUDA waits for Fabric Manager (error 802 until it runs), and every start pays the
+        # driver's initialisation without the persistence daemon: a boot starts them first. After= alone orders
+        # without pulling them in, so hosts without them are unaffected.
+        "After=network-online.target nvidia-persistenced.service nvidia-fabricmanager.service",
         "Wants=network-online.target",
         # A server that fails again and again is given up after this many starts in this interval.
         "StartLimitIntervalSec=%d" % int(service["start_limit_interval"]),

@@ -19,6 +19,9 @@ description:
     memory, PCIe generation and width (current and max) and persistence mode; reads the driver version, the CUDA
     version the driver supports, the kernel module's flavour (open or proprietary, from
     C(/proc/driver/nvidia/version)) and the interconnect from C(nvidia-smi topo -m) (NVLink pairs, or PCIe only).
+  - Tells whether the GPUs are on an NVSwitch fabric (HGX and DGX boards) and their NVLink generation, from the
+    switches the C(nvidia-nvswitch) driver holds (C(/sys/bus/pci/drivers/nvidia-nvswitch)), the GPUs' fabric state
+    (the C(Fabric) sections of C(nvidia-smi -q)) and the NVLinks of C(nvidia-smi topo -m).
   - Never fails on a host without a GPU, without C(nvidia-smi) or with a broken driver. RV(ansible_facts.gpu.state)
     says which, so that a later check can decide.
 extends_documentation_fragment:
@@ -121,13 +124,52 @@ ansible_facts:
         topology:
           description: The C(nvidia-smi topo -m) matrix between GPUs, C(GPUi) to C(GPUj) to the link type.
           type: dict
+        nvswitch:
+          description:
+            - V(true) when the GPUs are on an NVSwitch fabric, as on HGX and DGX boards; the C(nvidia-nvswitch)
+              driver holds switches on this host (RV(ansible_facts.gpu.nvswitch_devices)), a GPU has registered with a
+              fabric (RV(ansible_facts.gpu.fabric) state C(Not Started), C(In Progress) or C(Completed)), or a GPU
+              shows more NVLinks to its peers than a GPU has (18), so its peers are behind switches.
+            - V(false) when the driver answered and none of that is so; null when it did not (state not V(ok)).
+            - Such hosts need NVIDIA Fabric Manager at the driver's exact version where the switches are this host's
+              (bare metal), and NVIDIA's NVLink subnet manager C(nvlsm) beside it with NVLink 5 (fourth generation
+              NVSwitches, HGX B200); in a virtual machine the hypervisor manages the fabric.
+          type: bool
+          sample: true
+        nvswitch_devices:
+          description:
+            - PCI addresses of the NVSwitches bound to this host's C(nvidia-nvswitch) driver; empty in a virtual
+              machine given GPUs of an NVSwitch board, and where the driver holds none.
+          type: list
+          elements: str
+          sample: ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"]
+        nvlink_generation:
+          description:
+            - The NVLink generation of GPUs that have NVLink or an NVSwitch fabric, by compute capability (V100 2,
+              A100 3, H100 and H200 4, B200 and B300 5); null without NVLink or for another GPU.
+          type: int
+          sample: 4
+        fabric:
+          description:
+            - The fabric state and status (C(nvidia-smi -q), section C(Fabric)) of the GPU furthest from a settled
+              fabric (state C(Not Started) before C(In Progress) before C(Completed); a status other than
+              C(Success) first), else of the first GPU; null values for GPUs without a fabric (C(N/A)), null
+              where the driver reports none (before Hopper's drivers, or without GPUs).
+            - C(Completed) with C(Success) means the fabric is up; C(Not Started) on an NVSwitch host means Fabric
+              Manager is not running, and CUDA fails with error 802 until it does.
+          type: dict
+          sample: {state: Completed, status: Success}
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather
 
 PROC_VERSION = "/proc/driver/nvidia/version"
+# The NVSwitch driver's PCI binding: one entry per switch it holds (besides bind, unbind, module...).
+NVSWITCH_DRIVER = "/sys/bus/pci/drivers/nvidia-nvswitch"
 
 
 def read_proc_version():
@@ -138,10 +180,17 @@ def read_proc_version():
         return None
 
 
+def list_nvswitch_driver():
+    try:
+        return os.listdir(NVSWITCH_DRIVER)
+    except (IOError, OSError):
+        return None
+
+
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
     facts = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"]),
-                   module.run_command, read_proc_version())
+                   module.run_command, read_proc_version(), list_nvswitch_driver())
     module.exit_json(changed=False, ansible_facts=dict(gpu=facts))
 
 

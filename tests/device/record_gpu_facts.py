@@ -10,6 +10,7 @@ import sys
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather
 
 PROC_VERSION = "/proc/driver/nvidia/version"
+NVSWITCH_DRIVER = "/sys/bus/pci/drivers/nvidia-nvswitch"
 
 
 def main(output):
@@ -24,10 +25,12 @@ def main(output):
     proc_version = open(PROC_VERSION).read() if os.path.exists(PROC_VERSION) else None
     modinfo = shutil.which("modinfo") or next((path for path in ("/sbin/modinfo", "/usr/sbin/modinfo")
                                                if os.path.exists(path)), None)
-    facts = gather(shutil.which("nvidia-smi"), modinfo, run, proc_version)
+    # What the module reads for nvswitch_devices, recorded so that a replay gives the same facts.
+    nvswitch_driver = sorted(os.listdir(NVSWITCH_DRIVER)) if os.path.isdir(NVSWITCH_DRIVER) else None
+    facts = gather(shutil.which("nvidia-smi"), modinfo, run, proc_version, nvswitch_driver)
     with open(output, "w") as handle:
-        json.dump(dict(commands=commands, proc_version=proc_version, modinfo=modinfo is not None, facts=facts), handle,
-                  indent=1, sort_keys=True)
+        json.dump(dict(commands=commands, proc_version=proc_version, modinfo=modinfo is not None,
+                       nvswitch_driver=nvswitch_driver, facts=facts), handle, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":

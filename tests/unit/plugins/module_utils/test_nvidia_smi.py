@@ -8,7 +8,11 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi imp
     gather,
     kernel_module_flavour,
     kernel_module_version,
+    nvswitch_facts,
     parse_cuda_version,
+    parse_fabric,
+    fabric_summary,
+    QUERY_FIELDS,
     parse_driver_version,
     parse_query,
     parse_topology,
@@ -184,8 +188,16 @@ def test_the_recorded_h200_host_gives_what_the_module_returned_there():
     recording = json.loads((DATA / "h200" / "gpu_facts_core.json").read_text())
     module = json.loads((DATA / "h200" / "gpu_facts_module.json").read_text())["ansible_facts"]["gpu"]
     modinfo = "/sbin/modinfo" if recording["modinfo"] else None
-    facts = gather("/usr/bin/nvidia-smi", modinfo, replay(recording), recording["proc_version"])
-    assert facts == module
+    run = replay(recording)
+
+    def run_without_details(argv):
+        # `nvidia-smi -q` was not recorded there: as a driver without it, which leaves the fabric unknown.
+        return (2, "", "not recorded") if argv[1:] == ["-q"] else run(argv)
+    facts = gather("/usr/bin/nvidia-smi", modinfo, run_without_details, recording["proc_version"])
+    fabric_keys = ("fabric", "nvswitch", "nvswitch_devices", "nvlink_generation")
+    assert dict((key, value) for key, value in facts.items() if key not in fabric_keys) == module
+    # Two GPUs with NV18 between them could as well be wired directly: without a fabric state nothing says switch.
+    assert [facts[key] for key in fabric_keys] == [None, False, [], 4]
     assert (facts["state"], facts["count"], facts["interconnect"], facts["nvlink_pairs"]) == ("ok", 2, "nvlink",
                                                                                               [[0, 1, 18]])
     assert (facts["kernel_module"], facts["kernel_module_version"]) == ("open", "580.159.04")
@@ -253,7 +265,7 @@ def test_gather_without_nvidia_smi_asks_modinfo_for_the_version_and_says_why():
         state="no_nvidia_smi", message="nvidia-smi is not installed (no NVIDIA driver user space on this host)",
         count=0, gpus=[], driver_version=None, cuda_driver_version=None, kernel_module=None,
         kernel_module_version=None, kernel_module_installed_version=None, interconnect="none", nvlink_pairs=[],
-        topology={})
+        topology={}, fabric=None, nvswitch=None, nvswitch_devices=[], nvlink_generation=None)
     assert asked == [["/sbin/modinfo", "-F", "version", "nvidia"]]
 
 
@@ -266,3 +278,85 @@ def test_gather_takes_the_driver_version_from_the_query_where_the_table_has_none
         return 0, "a table without its header\n", ""
     facts = gather("/usr/bin/nvidia-smi", None, run, None)
     assert (facts["state"], facts["driver_version"], facts["cuda_driver_version"]) == ("ok", "580.95.05", None)
+
+
+def recorded_host(details):
+    """A run() answering as the 2x H200 host of host.txt, with `nvidia-smi -q` answered by `details`."""
+    answers = {
+        ("nvidia-smi", "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"): recorded(
+            "nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,pcie.link.gen.current,pcie.link.gen.max,"
+            "pcie.link.width.current,pcie.link.width.max,persistence_mode,driver_version --format=csv"),
+        ("nvidia-smi",): recorded("nvidia-smi"),
+        ("nvidia-smi", "topo", "-m"): recorded("nvidia-smi topo -m"),
+        ("nvidia-smi", "-q"): details,
+    }
+    return lambda argv: (0, answers[tuple([argv[0].rsplit("/", 1)[-1]] + argv[1:])], "")
+
+
+def test_two_h200_of_an_nvswitch_board_in_a_virtual_machine():
+    """The 2x H200 lent host: its GPUs registered with a fabric (Completed, Success) that the hypervisor manages:
+    NVSwitch, NVLink 4, and no switch of its own."""
+    details = (DATA / "h200" / "nvidia-smi-q.txt").read_text()
+    nvswitch_driver = ["bind", "module", "new_id", "remove_id", "uevent", "unbind"]
+    facts = gather("/usr/bin/nvidia-smi", None, recorded_host(details), None, nvswitch_driver)
+    assert facts["fabric"] == {"state": "Completed", "status": "Success"}
+    assert (facts["nvswitch"], facts["nvswitch_devices"], facts["nvlink_generation"]) == (True, [], 4)
+    assert parse_fabric(details) == [{"state": "Completed", "status": "Success"}] * 2
+
+
+def raw_section(command):
+    """What the 1x H200 lent host printed for a command (tests/data/h200/gpu_services_raw.txt)."""
+    text = (DATA / "h200" / "gpu_services_raw.txt").read_text()
+    return text.split("$ " + command + "\n", 1)[1].split("\n[exit ")[0]
+
+
+def test_one_h200_without_a_fabric():
+    """The 1x H200 lent host: Fabric N/A, the nvidia-nvswitch driver holds no switch, one GPU: no NVSwitch."""
+    details = raw_section("nvidia-smi -q")
+    assert parse_fabric(details) == [{"state": None, "status": None}]
+    nvswitch_driver = raw_section("ls /sys/bus/pci/drivers/nvidia-nvswitch 2>&1").split()
+    facts = nvswitch_facts("ok", [{"compute_capability": "9.0"}], [], {"state": None, "status": None},
+                           nvswitch_driver)
+    assert facts == {"nvswitch": False, "nvswitch_devices": [], "nvlink_generation": None}
+
+
+@pytest.mark.parametrize("name,fabric", [
+    ("q-fabric-gb200-completed-unhealthy.txt", {"state": "Completed", "status": "Success"}),
+    ("q-fabric-completed-insufficient-resources.txt", {"state": "Completed", "status": "Insufficient Resources"}),
+])
+def test_fabric_sections_of_public_hosts(name, fabric):
+    assert parse_fabric(public(name)) == [fabric]
+    assert nvswitch_facts("ok", [{"compute_capability": "10.0"}], [], fabric, None)["nvswitch"] is True
+
+
+def test_the_least_settled_gpu_speaks_for_the_fabric():
+    details = "\n".join("    Fabric\n        State : %s\n        Status : %s\n        ClusterUUID : 0" % pair for pair in (
+        ("Completed", "Success"), ("Completed", "Insufficient Resources"), ("In Progress", "N/A")))
+    assert fabric_summary(parse_fabric(details)) == {"state": "In Progress", "status": None}
+    assert fabric_summary(parse_fabric(details.rsplit("    Fabric", 1)[0])) == {
+        "state": "Completed", "status": "Insufficient Resources"}
+    assert fabric_summary([]) is None
+
+
+@pytest.mark.parametrize("name,switched", [("topo-h100-8gpu-nvlink.txt", True),
+                                           ("topo-h100-4gpu-nv6-direct.txt", False),
+                                           ("topo-rtx-4090-8gpu-pcie-sys.txt", False)])
+def test_nvswitch_from_the_topology_of_public_hosts(name, switched):
+    """8x H100 with NV18 to each of 7 peers (126 links) are behind switches; 4x H100 with NV6 to each of 3 peers
+    (18 links) are wired directly."""
+    pairs = parse_topology(public(name))["nvlink_pairs"]
+    facts = nvswitch_facts("ok", [{"compute_capability": "9.0"}], pairs, None, None)
+    assert facts["nvswitch"] is switched
+    assert facts["nvlink_generation"] == (4 if pairs else None)
+
+
+def test_nvswitches_held_by_the_driver_and_a_fabric_not_started():
+    facts = nvswitch_facts("ok", [{"compute_capability": "10.0"}], [], {"state": "Not Started", "status": None},
+                           ["0000:05:00.0", "bind", "0000:06:00.0", "new_id", "../../../devices/x"])
+    assert facts == {"nvswitch": True, "nvswitch_devices": ["0000:05:00.0", "0000:06:00.0"], "nvlink_generation": 5}
+
+
+def test_no_answer_from_the_driver_leaves_nvswitch_unknown():
+    said = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    facts = gather("/usr/bin/nvidia-smi", None, lambda argv: (9, said, ""), None, None)
+    assert (facts["nvswitch"], facts["nvlink_generation"], facts["fabric"]) == (None, None, None)

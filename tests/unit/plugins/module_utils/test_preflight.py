@@ -24,7 +24,8 @@ DEFAULTS = yaml.safe_load((ROOT / "roles" / "preflight" / "defaults" / "main.yml
 FOLLOWED = dict(tensor_parallel_size=1, nnodes=1, node_rank=0, dist_init_addr=None, model_path=None,
                 model_is_hub_id=False, venv_path=None, venv_python="/usr/bin/python3", service_user_name="sglang",
                 service_user_create=True, host="127.0.0.1", port=30000, server_name="sglang",
-                server_state_dir="/var/lib/blackwell-gpu-node", driver_install=False, driver_reboot=False)
+                server_state_dir="/var/lib/blackwell-gpu-node", driver_install=False, driver_reboot=False,
+                fabric_manager="false")
 SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
 assert sorted(name for name, value in SETTINGS.items() if "{{" in str(value)) == sorted(FOLLOWED)
 SETTINGS.update(FOLLOWED)
@@ -652,3 +653,52 @@ def test_a_port_in_use_names_the_address_and_the_fix():
 def test_a_port_state_not_known_says_nothing():
     report = evaluate(settings(), CU130, observed(port_state=None))
     assert report["ok"] is True and not [line for line in report["checked"] if line.startswith("port ")]
+
+
+# A bare-metal HGX H200: the nvidia-nvswitch driver holds its four switches.
+H200 = dict(RTX_PRO_6000, name="NVIDIA H200", compute_capability="9.0", memory_total_mib=143771)
+HGX_H200 = dict(REFERENCE_GPU, interconnect="nvlink", gpus=[dict(H200, index=n) for n in range(8)], nvswitch=True,
+                nvswitch_devices=["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"],
+                nvlink_generation=4, fabric=dict(state="Completed", status="Success"))
+FABRIC_MANAGER_580_82 = "nvidia-fabricmanager\t580.82.07-1\tii\nlibnvidia-nscq\t580.95.05-1\tii\n"
+
+
+def test_a_fabric_manager_of_another_version_than_the_driver_is_refused():
+    report = evaluate(settings(), CU130, observed(gpu=HGX_H200, fabric_packages=FABRIC_MANAGER_580_82))
+    assert report["ok"] is False
+    assert [problem for problem in report["problems"] if "fabricmanager" in problem] == [
+        "nvidia-fabricmanager 580.82.07-1 is installed but the loaded NVIDIA driver is 580.95.05: Fabric Manager "
+        "needs its packages at the driver's exact version (it refuses to start otherwise, and CUDA then fails with "
+        "error 802 on NVSwitch systems). Run role blackwell.gpu_node.cuda (cuda_fabric_manager: auto or true puts "
+        "them at the driver's version), or remove nvidia-fabricmanager where the host has no NVSwitch "
+        "(cuda_fabric_manager: false)."]
+
+
+def test_a_mismatch_the_cuda_role_is_about_to_fix_is_a_note():
+    report = evaluate(settings(fabric_manager="auto"), CU130, observed(gpu=HGX_H200,
+                                                                       fabric_packages=FABRIC_MANAGER_580_82))
+    assert report["ok"] is True
+    assert any(note.startswith("The cuda role will set this right (preflight_fabric_manager: auto): "
+                               "nvidia-fabricmanager 580.82.07-1") for note in report["notes"])
+
+
+def test_a_fabric_manager_at_the_driver_version_is_checked():
+    packages = "nvidia-fabricmanager\t580.95.05-1\tii\nlibnvidia-nscq\t580.95.05-1\tii\n"
+    report = evaluate(settings(), CU130, observed(gpu=HGX_H200, fabric_packages=packages))
+    assert report["ok"] is True
+    assert "nvidia-fabricmanager 580.95.05-1 at the driver's version 580.95.05" in report["checked"]
+
+
+def test_nvlink_5_switches_need_the_subnet_manager_beside_fabric_manager():
+    b200_gpus = [dict(RTX_PRO_6000, index=n, name="NVIDIA B200", compute_capability="10.0") for n in range(8)]
+    b200 = dict(HGX_H200, nvswitch_devices=[], nvlink_generation=5, gpus=b200_gpus)
+    packages = "nvidia-fabricmanager\t580.95.05-1\tii\nlibnvidia-nscq\t580.95.05-1\tii\n"
+    report = evaluate(settings(), CU130, observed(gpu=b200, fabric_packages=packages))
+    assert any("NVIDIA's NVLink subnet manager nvlsm is not" in problem for problem in report["problems"])
+    fine = evaluate(settings(), CU130, observed(gpu=b200, fabric_packages=packages + "nvlsm\t2025.06.5-1\tii\n"))
+    assert fine["ok"] is True
+
+
+def test_no_fabric_packages_say_nothing_about_them():
+    report = evaluate(settings(), CU130, observed())
+    assert not [line for line in report["checked"] + report["notes"] + report["problems"] if "fabric" in line.lower()]

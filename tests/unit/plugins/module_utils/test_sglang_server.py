@@ -667,6 +667,13 @@ def test_crash_loops_are_bounded_in_the_unit_section():
     assert "StartLimitIntervalSec=300" in unit and "StartLimitBurst=3" in unit and "RestartSec=2" in lines
 
 
+def test_the_unit_starts_after_fabric_manager_and_the_persistence_daemon_without_requiring_them():
+    lines = unit_lines()
+    unit = lines[lines.index("[Unit]"):lines.index("[Service]")]
+    assert "After=network-online.target nvidia-persistenced.service nvidia-fabricmanager.service" in unit
+    assert not [line for line in unit if line.startswith(("Requires=", "Wants=")) and "nvidia" in line]
+
+
 def test_unit_status_reads_one_systemctl_show():
     status = core.unit_status("MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=3\n"
                               "UnitFileState=enabled\nLoadState=loaded\nExecMainStartTimestampMonotonic=12345\n")
@@ -761,7 +768,7 @@ def test_the_whole_unit_file():
         "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
         "[Unit]",
         "Description=SGLang server sglang (blackwell.gpu_node)",
-        "After=network-online.target",
+        "After=network-online.target nvidia-persistenced.service nvidia-fabricmanager.service",
         "Wants=network-online.target",
         "StartLimitIntervalSec=600",
         "StartLimitBurst=5",
