@@ -733,3 +733,10 @@ def test_the_launch_history_keeps_the_last_launches_newest_first_and_survives_fo
 def test_a_launch_history_that_is_not_one_is_left_out(tmp_path, content):
     (tmp_path / "sglang.launches.json").write_text(content)
     assert core.Instance(str(tmp_path), "sglang").launches() == []
+
+
+def test_enable_metrics_adds_the_flag_sglang_knows_and_only_when_asked():
+    assert "--enable-metrics" not in core.build_argv(options())
+    argv = core.build_argv(options(enable_metrics=True))
+    assert argv.count("--enable-metrics") == 1
+    assert parse_args(argv[3:]).enable_metrics is True
