@@ -59,8 +59,8 @@ def _host_problem(variable, value, empty_means):
         pass
     if HOST_NAME.fullmatch(text):
         return None
-    return "%s=%r is not an IP address or a host name%s" % (variable, value, (" (%s)" % empty_means) if empty_means
-                                                           else "")
+    meaning = " (%s)" % empty_means if empty_means else ""
+    return "%s=%r is not an IP address or a host name%s" % (variable, value, meaning)
 
 
 def source_kind(src):
