@@ -93,6 +93,8 @@ def build_argv(params):
                           ("num_draft_tokens", "--speculative-num-draft-tokens")):
             if speculative.get(key) is not None:
                 argv += [flag, str(speculative[key])]
+    if params.get("enable_metrics"):
+        argv.append("--enable-metrics")
     if params.get("api_key"):
         argv += ["--api-key", params["api_key"]]
     return argv + list(params.get("extra_args") or [])

@@ -232,6 +232,12 @@ options:
       num_draft_tokens:
         description: C(--speculative-num-draft-tokens), a positive integer; needs O(speculative.num_steps).
         type: int
+  enable_metrics:
+    description:
+      - C(--enable-metrics). SGLang then serves Prometheus metrics (C(sglang:num_running_reqs),
+        C(sglang:token_usage), C(sglang:time_to_first_token_seconds) and more) at C(/metrics) on O(port).
+    type: bool
+    default: false
   api_key:
     description:
       - C(--api-key). Never shown in results, diffs or logs. SGLang takes it on the command line only, so it is
@@ -717,6 +723,7 @@ def main():
                 eagle_topk=dict(type="int"),
                 num_draft_tokens=dict(type="int", no_log=False),
             )),
+            enable_metrics=dict(type="bool", default=False),
             api_key=dict(type="str", no_log=True),
             extra_args=dict(type="list", elements="str", default=[]),
             secret_flags=dict(type="list", elements="str", default=[], no_log=False),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
@@ -62,6 +63,16 @@ def test_start_survives_the_connection_and_a_second_run_changes_nothing(server):
     second = run_module("sglang_server", **server)
     assert second["changed"] is False and second["actions"] == []
     assert second["pid"] == first["pid"] and second["offset"] == first["offset"]
+
+
+def test_enable_metrics_serves_sglang_metrics(server):
+    started = run_module("sglang_server", enable_metrics=True, **server)
+    assert "--enable-metrics" in started["argv"]
+    ready = run_module("wait_for_server", log_path=server["log_path"], offset=started["offset"], pid=started["pid"],
+                       health_url="http://127.0.0.1:%d/health" % server["port"], timeout=60)
+    assert ready["ready"] is True, ready.get("msg")
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % server["port"], timeout=10) as answer:
+        assert "sglang:num_running_reqs{" in answer.read().decode()
 
 
 def test_changed_flag_restarts(server):

@@ -5,7 +5,7 @@ import yaml
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 ROLES = ["blackwell.gpu_node.%s" % name
-         for name in ("preflight", "cuda", "service_user", "ml_stack", "runtime_env", "sglang_server")]
+         for name in ("preflight", "cuda", "service_user", "ml_stack", "runtime_env", "monitoring", "sglang_server")]
 
 
 def plays(name):
@@ -14,7 +14,8 @@ def plays(name):
 
 def test_site_switches_a_nodes_stack_in_the_same_batch_as_its_server():
     """With gpu_node_serial, a node's stack must not move before its own turn: one play, serial, every role."""
-    (play,) = plays("site.yml")
+    play, service_discovery = plays("site.yml")
+    assert service_discovery["ansible.builtin.import_playbook"] == "prometheus_sd.yml"
     assert play["serial"] == "{{ gpu_node_serial | default('100%') }}"
     assert play["max_fail_percentage"] == 0
     assert [role["role"] for role in play["roles"]] == ROLES
@@ -61,10 +62,24 @@ def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
     """Ansible runs a role once per play only when every listing is the same, tags included: listed with tags, it
     ran a second time as ml_stack's dependency. Its stage tags live on its tasks instead."""
     for name in ("site.yml", "provision.yml"):
-        (play,) = plays(name)
+        play = plays(name)[0]
         assert {"role": "blackwell.gpu_node.service_user"} in play["roles"], name
     for role in ("ml_stack", "sglang_server"):
         meta = yaml.safe_load((PLAYBOOKS.parent / "roles" / role / "meta" / "main.yml").read_text())
         assert {"role": "blackwell.gpu_node.service_user"} in meta["dependencies"], role
     (tasks,) = yaml.safe_load((PLAYBOOKS.parent / "roles" / "service_user" / "tasks" / "main.yml").read_text())
     assert set(tasks["tags"]) == {"service_user", "ml_stack"}
+
+
+def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_the_controller():
+    (site, _service_discovery) = plays("site.yml")
+    monitoring = next(role for role in site["roles"] if role["role"] == "blackwell.gpu_node.monitoring")
+    assert monitoring["when"] == "gpu_node_monitoring | default(false) | bool"
+    for name in ("site.yml", "serve.yml"):
+        assert plays(name)[-1]["ansible.builtin.import_playbook"] == "prometheus_sd.yml", name
+    (play,) = plays("prometheus_sd.yml")
+    (write,) = play["tasks"]
+    assert write["delegate_to"] == "localhost" and write["run_once"] is True and write["become"] is False
+    # The whole fleet from the inventory, not the hosts of a --limit run: they would drop the others' targets.
+    assert "query('ansible.builtin.inventory_hostnames'" in write["ansible.builtin.copy"]["content"]
+    assert write["when"] == "gpu_node_prometheus_sd_file | default('', true) | length > 0"

@@ -1332,3 +1332,10 @@ def test_terminate_waits_ten_seconds_for_what_sigkill_hit(monkeypatch):
 def test_an_existing_log_file_is_no_problem(tmp_path):
     (tmp_path / "s.log").write_text("earlier run\n")
     assert core.log_path_problem(str(tmp_path / "s.log")) is None
+
+
+def test_enable_metrics_adds_the_flag_sglang_knows_and_only_when_asked():
+    assert "--enable-metrics" not in core.build_argv(options())
+    argv = core.build_argv(options(enable_metrics=True))
+    assert argv.count("--enable-metrics") == 1
+    assert parse_args(argv[3:]).enable_metrics is True

@@ -1,0 +1,50 @@
+"""DCGM's host engine and the exporter run under systemd, the exporter as its own user; both metrics endpoints
+answer; the controller's service-discovery file lists them."""
+import json
+import os
+
+testinfra_hosts = ["docker://monitoring"]
+EXPORTER = "http://127.0.0.1:38240/metrics"
+SERVER = "http://127.0.0.1:38241/metrics"
+
+
+def fetch(host, url):
+    return host.check_output("python3 -c \"import urllib.request as u; print(u.urlopen('%s').read().decode())\"" % url)
+
+
+def test_dcgm_from_the_repository_runs_its_host_engine(host):
+    assert host.package("datacenter-gpu-manager-4-cuda13").version == "1:4.4.1-1"
+    service = host.service("nvidia-dcgm.service")
+    assert service.is_running and service.is_enabled
+
+
+def test_the_exporter_is_root_owned_and_runs_as_its_own_user(host):
+    binary = host.file("/usr/local/bin/dcgm-exporter")
+    assert (binary.user, binary.group, binary.mode) == ("root", "root", 0o755)
+    service = host.service("dcgm-exporter.service")
+    assert service.is_running and service.is_enabled
+    pid = host.check_output("systemctl show --property=MainPID --value dcgm-exporter.service")
+    assert host.check_output("ps -o user= -p " + pid) == "dcgm-exporter"
+    counters = host.file("/etc/dcgm-exporter/counters.csv")
+    assert (counters.user, counters.mode) == ("root", 0o644)
+
+
+def test_the_exporter_serves_dcgm_health_metrics(host):
+    metrics = fetch(host, EXPORTER)
+    for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+                  "DCGM_FI_DEV_GPU_TEMP"):
+        assert field + "{gpu=\"0\"" in metrics
+
+
+def test_the_server_serves_sglang_metrics(host):
+    assert "--enable-metrics" in host.file("/etc/systemd/system/sglang-sglang.service").content_string
+    assert "sglang:num_running_reqs{" in fetch(host, SERVER)
+
+
+def test_the_service_discovery_file_lists_both_endpoints():
+    with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "prometheus", "gpu_nodes.json")) as handle:
+        groups = json.load(handle)
+    assert groups == [
+        {"targets": ["127.0.0.1:38241"], "labels": {"job": "sglang", "node": "monitoring"}},
+        {"targets": ["127.0.0.1:38240"], "labels": {"job": "dcgm", "node": "monitoring"}},
+    ]

@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils import _monitoring
+
+
+def monitoring_problems(settings):
+    return _monitoring.problems(settings)
+
+
+def monitoring_dcgm_plan(madison_lines, package, version):
+    return _monitoring.dcgm_plan(madison_lines, package, version)
+
+
+def monitoring_exporter_files(settings, binary, counters_path):
+    return {"unit": _monitoring.exporter_unit(settings, binary, counters_path),
+            "counters": _monitoring.counters_csv(settings["exporter_counters"])}
+
+
+def prometheus_sd_targets(hostnames, hostvars):
+    try:
+        return _monitoring.scrape_target_groups(hostnames, hostvars)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"monitoring_problems": monitoring_problems, "monitoring_dcgm_plan": monitoring_dcgm_plan,
+                "monitoring_exporter_files": monitoring_exporter_files,
+                "prometheus_sd_targets": prometheus_sd_targets}

@@ -1,0 +1,156 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils import _monitoring as core
+
+SHA = "0" * 63 + "a"
+COUNTERS = [{"field": "DCGM_FI_DEV_XID_ERRORS", "type": "gauge", "help": "Value of the last XID error encountered."},
+            {"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "GPU temperature (in C)."}]
+
+
+def settings(**changes):
+    values = dict(exporter_src="/srv/dcgm-exporter", exporter_sha256=SHA, exporter_listen_address="",
+                  exporter_port=9400, exporter_user="dcgm-exporter", exporter_counters=COUNTERS)
+    values.update(changes)
+    return values
+
+
+def test_good_settings_have_no_problem():
+    assert core.problems(settings()) == []
+    assert core.problems(settings(exporter_src="https://mirror.example.com/dcgm-exporter/4.4.1")) == []
+    assert core.problems(settings(exporter_listen_address="10.0.0.5")) == []
+    assert core.problems(settings(exporter_listen_address="fd00::5")) == []
+    assert core.problems(settings(exporter_listen_address="node-1.example.com")) == []
+
+
+@pytest.mark.parametrize("change, variable", [
+    (dict(exporter_src=""), "monitoring_exporter_src is not set"),
+    (dict(exporter_src=None), "monitoring_exporter_src is not set"),
+    (dict(exporter_src="relative/dcgm-exporter"), "monitoring_exporter_src="),
+    (dict(exporter_src="ftp://host/dcgm-exporter"), "monitoring_exporter_src="),
+    (dict(exporter_src="/srv/dcgm-exporter\n"), "monitoring_exporter_src="),
+    (dict(exporter_src="https://host/a b"), "monitoring_exporter_src="),
+    (dict(exporter_sha256=""), "monitoring_exporter_sha256="),
+    (dict(exporter_sha256=None), "monitoring_exporter_sha256="),
+    (dict(exporter_sha256=SHA + "\n"), "monitoring_exporter_sha256="),
+    (dict(exporter_sha256=SHA[:-1]), "monitoring_exporter_sha256="),
+    (dict(exporter_sha256="sha256:" + SHA), "monitoring_exporter_sha256="),
+    (dict(exporter_listen_address="0.0.0.0 --debug"), "monitoring_exporter_listen_address="),
+    (dict(exporter_listen_address="host\nExecStartPre=/bin/sh"), "monitoring_exporter_listen_address"),
+    (dict(exporter_port=0), "monitoring_exporter_port="),
+    (dict(exporter_port=65536), "monitoring_exporter_port="),
+    (dict(exporter_port="9400"), "monitoring_exporter_port="),
+    (dict(exporter_port=True), "monitoring_exporter_port="),
+    (dict(exporter_user="root"), "monitoring_exporter_user="),
+    (dict(exporter_user="Exporter"), "monitoring_exporter_user="),
+    (dict(exporter_user="dcgm\nexporter"), "monitoring_exporter_user="),
+    (dict(exporter_counters=[]), "monitoring_exporter_counters must be"),
+    (dict(exporter_counters=[{"field": "GPU_TEMP", "type": "gauge", "help": ""}]), "monitoring_exporter_counters[0].field"),
+    (dict(exporter_counters=[{"field": "DCGM_FI_DEV_GPU_TEMP\n", "type": "gauge"}]), "monitoring_exporter_counters[0].field"),
+    (dict(exporter_counters=[{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "histogram"}]), "monitoring_exporter_counters[0].type"),
+    (dict(exporter_counters=[{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "a, b"}]), "monitoring_exporter_counters[0].help"),
+    (dict(exporter_counters=[{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "a\nb"}]), "monitoring_exporter_counters[0].help"),
+])
+def test_each_problem_names_its_variable(change, variable):
+    found = core.problems(settings(**change))
+    assert len(found) == 1 and variable in found[0], found
+
+
+def test_the_source_kind():
+    assert core.source_kind("/srv/dcgm-exporter") == "file"
+    assert core.source_kind("https://mirror/dcgm-exporter") == "url"
+    assert core.source_kind("http://mirror/dcgm-exporter") == "url"
+    assert core.source_kind("mirror/dcgm-exporter") is None
+
+
+MADISON = [
+    "datacenter-gpu-manager-4-cuda13 | 1:4.4.1-1 | file:/repo/debian12/x86_64  Packages",
+    "datacenter-gpu-manager-4-cuda13 | 1:4.2.3-1 | file:/repo/debian12/x86_64  Packages",
+]
+
+
+def test_dcgm_plan_takes_the_newest_or_the_one_asked_for():
+    assert core.dcgm_plan(MADISON, "datacenter-gpu-manager-4-cuda13", "") == {"version": "1:4.4.1-1", "problems": []}
+    assert core.dcgm_plan(MADISON, "datacenter-gpu-manager-4-cuda13", "1:4.2.3-1")["version"] == "1:4.2.3-1"
+
+
+def test_dcgm_plan_names_the_package_when_the_repository_lacks_it():
+    plan = core.dcgm_plan([], "datacenter-gpu-manager-4-cuda13", "")
+    assert plan["version"] is None
+    assert plan["problems"][0].startswith("monitoring_dcgm_package=datacenter-gpu-manager-4-cuda13 is not")
+    assert "CUDA repository" in plan["problems"][0]
+
+
+def test_dcgm_plan_names_the_version_and_lists_those_there_are():
+    plan = core.dcgm_plan(MADISON, "datacenter-gpu-manager-4-cuda13", "1:4.0.0-1")
+    assert plan["version"] is None
+    assert plan["problems"][0].startswith("monitoring_dcgm_version=1:4.0.0-1 of datacenter-gpu-manager-4-cuda13")
+    assert "available: 1:4.4.1-1, 1:4.2.3-1" in plan["problems"][0]
+
+
+def test_listen_argument():
+    assert core.listen_argument("", 9400) == ":9400"
+    assert core.listen_argument("10.0.0.5", 9500) == "10.0.0.5:9500"
+    assert core.listen_argument("fd00::5", 9400) == "[fd00::5]:9400"
+
+
+def test_the_unit_runs_the_exporter_unprivileged_through_the_hostengine():
+    unit = core.exporter_unit(settings(exporter_listen_address="10.0.0.5"), "/usr/local/bin/dcgm-exporter",
+                              "/etc/dcgm-exporter/counters.csv")
+    lines = unit.splitlines()
+    assert "User=dcgm-exporter" in lines and "Group=dcgm-exporter" in lines
+    assert ("ExecStart=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv "
+            "--address 10.0.0.5:9400 --remote-hostengine-info localhost:5555") in lines
+    assert "After=nvidia-dcgm.service network-online.target" in lines
+    assert "NoNewPrivileges=yes" in lines and "ProtectHome=yes" in lines
+    assert "WantedBy=multi-user.target" in lines
+
+
+def test_the_counters_file_is_dcgm_exporters_csv():
+    text = core.counters_csv(COUNTERS)
+    assert text.splitlines()[1:] == ["DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.",
+                                     "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C)."]
+    assert text.startswith("# ") and text.endswith("\n")
+
+
+def test_the_default_counters_are_valid_and_cover_xid_ecc_and_throttling():
+    defaults = yaml.safe_load((Path(core.__file__).resolve().parents[2] / "roles" / "monitoring" / "defaults"
+                               / "main.yml").read_text())
+    counters = defaults["monitoring_exporter_counters"]
+    assert core.counter_problems(counters) == []
+    fields = {counter["field"] for counter in counters}
+    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            "DCGM_FI_DEV_GPU_TEMP"} <= fields
+
+
+NODES = {
+    "gpu-1": {"ansible_host": "10.0.0.1", "sglang_server_enable_metrics": True, "sglang_server_port": 30000,
+              "gpu_node_monitoring": True},
+    "gpu-2": {"gpu_node_metrics_address": "fd00::2", "ansible_host": "10.0.0.2", "sglang_server_enable_metrics": True,
+              "sglang_server_port": 30001},
+    "gpu-3": {"gpu_node_monitoring": "true", "monitoring_exporter_port": 9500},
+    "gpu-4": {},
+}
+
+
+def test_scrape_targets_list_each_nodes_endpoints_with_node_and_job_labels():
+    assert core.scrape_target_groups(["gpu-1", "gpu-2", "gpu-3", "gpu-4"], NODES) == [
+        {"targets": ["10.0.0.1:30000"], "labels": {"job": "sglang", "node": "gpu-1"}},
+        {"targets": ["10.0.0.1:9400"], "labels": {"job": "dcgm", "node": "gpu-1"}},
+        {"targets": ["[fd00::2]:30001"], "labels": {"job": "sglang", "node": "gpu-2"}},
+        {"targets": ["gpu-3:9500"], "labels": {"job": "dcgm", "node": "gpu-3"}},
+    ]
+
+
+@pytest.mark.parametrize("variables, named", [
+    ({"ansible_host": "10.0.0.1\nbad", "gpu_node_monitoring": True}, "gpu_node_metrics_address (or ansible_host)"),
+    ({"gpu_node_metrics_address": "a b", "gpu_node_monitoring": True}, "gpu_node_metrics_address (or ansible_host)"),
+    ({"sglang_server_enable_metrics": True, "sglang_server_port": "30000x"}, "sglang_server_port="),
+    ({"gpu_node_monitoring": True, "monitoring_exporter_port": 70000}, "monitoring_exporter_port="),
+])
+def test_a_bad_address_or_port_is_refused_naming_the_host_and_variable(variables, named):
+    with pytest.raises(ValueError) as raised:
+        core.scrape_target_groups(["gpu-9"], {"gpu-9": variables})
+    assert str(raised.value).startswith("host gpu-9: ") and named in str(raised.value)
