@@ -73,6 +73,11 @@ reasons:
   type: list
   elements: str
   sample: ["NCCL_PROTO is 'Simple', not 'LL'"]
+hook:
+  description: The file the interpreter imported the environment from, or null.
+  returned: always
+  type: str
+  sample: /opt/ml-env/lib/python3.11/site-packages/_blackwell_gpu_node_env.py
 """
 
 import pwd
@@ -111,7 +116,8 @@ def main():
         user_name,
     )
     reasons = unconverged_reasons(observed, params["environment"], params["files"])
-    module.exit_json(changed=False, converged=not reasons, reasons=reasons)
+    hook = (observed.get("venv") or {}).get("hook")
+    module.exit_json(changed=False, converged=not reasons, reasons=reasons, hook=hook)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ def fixture_run_role(tmp_path):
 
 def converged(tasks):
     assert tasks[CHECK]["reasons"] == []
+    said = tasks["Say that the environment already takes effect"]["msg"]
+    assert " variables take effect in " in said and said.endswith("/_blackwell_gpu_node_env.py."), said
     return tasks[CHECK]["converged"] and RENDER not in tasks and HOOK not in tasks
 
 
