@@ -50,8 +50,9 @@ def playbook(inventory, *args):
     elapsed, cpu = time.monotonic() - started, controller_cpu() - cpu
     if done.returncode != 0:
         sys.exit("ansible-playbook %s failed:\n%s" % (" ".join(args), done.stdout[-4000:] + done.stderr[-2000:]))
-    return elapsed, cpu, {host: dict(ok=int(ok), changed=int(changed)) for host, ok, changed, _u, _f, _s
-                     in RECAP.findall(done.stdout)}
+    counts = {host: dict(ok=int(ok), changed=int(changed))
+              for host, ok, changed, _u, _f, _s in RECAP.findall(done.stdout)}
+    return elapsed, cpu, counts
 
 
 def start_nodes(names):
