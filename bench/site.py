@@ -138,7 +138,12 @@ def main():
     args = parser.parse_args()
     if not IMAGE or not all(FIXTURES):
         sys.exit("Run it through `make bench-site`, which builds the image and the fixtures and names them.")
-    report([measure(count) for count in args.nodes])
+    rows = []
+    for count in args.nodes:
+        rows.append(measure(count))
+        # Each row as soon as it is measured: an 8-node run on a loaded machine may be stopped before the end.
+        print("measured: %s" % rows[-1], flush=True)
+    report(rows)
 
 
 if __name__ == "__main__":
