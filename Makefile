@@ -31,7 +31,7 @@ help:
 	@echo "make docs   build the documentation site (antsibull-docs, Sphinx) into .build/docs"
 	@echo "make ee     build the execution environment and run site in it against the demo node, as AWX does"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
-	@echo "make bench-site  site's wall time on 1 and 4 fresh and unchanged nodes, against as many no-op tasks"
+	@echo "make bench-site  site on 1 and 8 converged nodes: wall, tasks, controller CPU, against as many no-op tasks"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
 	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... JOBS=... DEADLINE=...)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"

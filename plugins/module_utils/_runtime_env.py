@@ -20,7 +20,9 @@ __metaclass__ = type
 
 import inspect
 import json
+import os
 import re
+import stat as stat_module
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import family_of
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
@@ -318,3 +320,103 @@ def module_code(settings):
         json.dumps(sorted(settings["force"])),
         inspect.getsource(apply_environment),
     )
+
+
+# What the role writes, and who owns it: root's, 0644 (render.yml), so that the virtualenv's owner cannot edit
+# them in place and root never runs them.
+MODULE_FILE = "_blackwell_gpu_node_env.py"
+HOOK_FILE = "00-blackwell-gpu-node-env.pth"
+RENDERED_MODE = 0o644
+# The same search path the role's interpreter runs with (vars/main.yml), so that the inspection sees what it sees.
+INSPECT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def venv_owner(stats, user_name):
+    """The user that runs the virtualenv's interpreter, as preflight.yml picks it: the first of the stable path
+    itself and the directory it names that is not root's, else root. ``stats`` are os.stat_result-like objects
+    (lstat first), ``user_name(uid)`` returns the name or None. Returns ``(uid, name or None)``."""
+    for stat in stats:
+        if stat.st_uid != 0:
+            return stat.st_uid, user_name(stat.st_uid)
+    return 0, "root"
+
+
+def inspect_argv(venv_path, owner_uid, owner_name, script, names):
+    """The argv of the role's inspection (vars/main.yml's __runtime_env_inspect_argv): the virtualenv's
+    interpreter as its owner, never as root, in an empty environment, reporting ``names``."""
+    as_owner = ["runuser", "-u", owner_name, "--"] if owner_uid != 0 else []
+    return as_owner + ["env", "-i", INSPECT_PATH, venv_path + "/bin/python", "-B", "-c", script] + list(names)
+
+
+def unconverged_reasons(observed, environment, files):
+    """Why the role would act on this host, or [] when everything it would write is in place and takes effect.
+
+    ``observed``: what observe_venv found. ``environment``: the rendered environment (build_environment's
+    ``environment``). ``files``: the content the role would write, by file name (MODULE_FILE, HOOK_FILE).
+    Conservative: anything unexpected, or not observed, is a reason, and the role then runs every task as it
+    always did (the checks that name the problem included)."""
+    reasons = []
+    if observed.get("error"):
+        return [observed["error"]]
+    venv = observed.get("venv") or {}
+    if not venv.get("in_venv"):
+        reasons.append("the interpreter does not run as a virtualenv")
+    if venv.get("hook") is None:
+        reasons.append("the hook does not import the environment module")
+    seen = venv.get("environ") or {}
+    for name, value in sorted(environment.items()):
+        if seen.get(name) != value:
+            reasons.append("%s is %r, not %r" % (name, seen.get(name), value))
+    found = observed.get("files") or {}
+    for name, content in sorted(files.items()):
+        file = found.get(name)
+        if file is None:
+            reasons.append("%s is missing or not a regular file" % name)
+        elif (file.get("uid"), file.get("gid"), file.get("mode")) != (0, 0, RENDERED_MODE):
+            reasons.append("%s is not root's with mode 0644" % name)
+        elif file.get("content") != content:
+            reasons.append("%s differs from what the role renders" % name)
+    return reasons
+
+
+def _regular_file(path):
+    """uid, gid, mode and text of a regular file (never followed through a link), or None."""
+    try:
+        found = os.lstat(path)
+        if not stat_module.S_ISREG(found.st_mode):
+            return None
+        with open(path, "rb") as handle:
+            content = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return {"uid": found.st_uid, "gid": found.st_gid, "mode": stat_module.S_IMODE(found.st_mode), "content": content}
+
+
+def observe_venv(venv_path, script, names, run, user_name):
+    """Everything unconverged_reasons needs, in one call on the host.
+
+    ``run(argv)`` returns ``(rc, stdout, stderr)``; ``user_name(uid)`` the user's name or None. Anything that
+    preflight.yml would refuse comes back as ``{"error": ...}``, and the role's own tasks then say it."""
+    try:
+        stats = [os.lstat(venv_path), os.stat(venv_path)]
+    except OSError as exc:
+        return {"error": "runtime_env_venv_path=%s: %s" % (venv_path, exc.strerror)}
+    if not (os.path.isfile(os.path.join(venv_path, "pyvenv.cfg"))
+            and os.access(os.path.join(venv_path, "bin", "python"), os.X_OK)):
+        return {"error": "runtime_env_venv_path=%s is not a virtualenv" % venv_path}
+    owner_uid, owner_name = venv_owner(stats, user_name)
+    if owner_name is None:
+        return {"error": "the virtualenv belongs to uid %d, which has no user" % owner_uid}
+    rc, stdout, stderr = run(inspect_argv(venv_path, owner_uid, owner_name, script, names))
+    try:
+        venv = json.loads(stdout) if rc == 0 else None
+    except ValueError:
+        venv = None
+    if not isinstance(venv, dict) or not isinstance(venv.get("purelib"), str):
+        return {"error": "the virtualenv's interpreter did not report (exit status %d): %s" % (rc, stderr.strip())}
+    files = {}
+    for name in (MODULE_FILE, HOOK_FILE):
+        found = _regular_file(os.path.join(venv["purelib"], name))
+        if found is not None:
+            files[name] = found
+    return {"venv": venv, "files": files}

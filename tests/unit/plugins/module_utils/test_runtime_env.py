@@ -1,10 +1,19 @@
+import json
+import os
+
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+    HOOK_FILE,
+    INSPECT_PATH,
+    MODULE_FILE,
     RuntimeEnvError,
     apply_environment,
     build_environment,
     module_code,
+    observe_venv,
+    unconverged_reasons,
+    venv_owner,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
@@ -358,3 +367,113 @@ def test_the_module_code_is_the_same_text_for_the_same_settings():
     code = module_code({"environment": {"NCCL_PROTO": "LL", "HF_HOME": "/srv/hf é"}, "force": ["NCCL_PROTO"]})
     assert code.split("\n\n\n")[0] == (
         'ENVIRONMENT = {\n    "HF_HOME": "/srv/hf é",\n    "NCCL_PROTO": "LL"\n}\nFORCE = frozenset(["NCCL_PROTO"])')
+
+
+# The converged check: everything runtime_env writes in place and in effect, and each input that changes makes it
+# act again.
+
+ENVIRONMENT = {"CUDA_HOME": "/usr/local/cuda-13.0", "NCCL_PROTO": "LL"}
+MODULE_TEXT = "ENVIRONMENT = {}\n"
+HOOK_TEXT = "import _blackwell_gpu_node_env\n"
+FILES = {MODULE_FILE: MODULE_TEXT, HOOK_FILE: HOOK_TEXT}
+
+
+def converged_observation():
+    return {
+        "venv": {"in_venv": True, "purelib": "/opt/ml-env/lib/python3.11/site-packages",
+                 "hook": "/opt/ml-env/lib/python3.11/site-packages/_blackwell_gpu_node_env.py",
+                 "environ": dict(ENVIRONMENT)},
+        "files": {name: {"uid": 0, "gid": 0, "mode": 0o644, "content": text} for name, text in FILES.items()},
+    }
+
+
+def test_everything_in_place_is_converged():
+    assert unconverged_reasons(converged_observation(), ENVIRONMENT, FILES) == []
+
+
+@pytest.mark.parametrize("environment", [
+    dict(ENVIRONMENT, NCCL_PROTO="Simple"),
+    dict(ENVIRONMENT, NCCL_ALGO="Ring"),
+    {"CUDA_HOME": "/usr/local/cuda-13.0"},
+], ids=["a value changed", "a variable added", "a variable removed"])
+def test_a_changed_environment_is_not_converged(environment):
+    observed = converged_observation()
+    files = dict(FILES, **{MODULE_FILE: json.dumps(environment)})
+    observed["venv"]["environ"] = {name: ENVIRONMENT.get(name) for name in environment}
+    assert unconverged_reasons(observed, environment, files) != []
+
+
+def test_a_changed_module_text_alone_is_not_converged():
+    # ansible_managed, the venv path in its comment, FORCE: inputs that only the rendered text shows.
+    assert unconverged_reasons(converged_observation(), ENVIRONMENT, dict(FILES, **{MODULE_FILE: "FORCE = 1\n"}))
+
+
+@pytest.mark.parametrize("change", [
+    lambda seen: seen["venv"].update(in_venv=False),
+    lambda seen: seen["venv"].update(hook=None),
+    lambda seen: seen["venv"]["environ"].update(NCCL_PROTO=None),
+    lambda seen: seen["files"].pop(MODULE_FILE),
+    lambda seen: seen["files"].pop(HOOK_FILE),
+    lambda seen: seen["files"][MODULE_FILE].update(mode=0o664),
+    lambda seen: seen["files"][HOOK_FILE].update(uid=1000),
+    lambda seen: seen["files"][HOOK_FILE].update(gid=1000),
+    lambda seen: seen["files"][MODULE_FILE].update(content=MODULE_TEXT + "# edited\n"),
+    lambda seen: seen.update(error="the virtualenv's interpreter did not report"),
+], ids=["not a venv", "no hook", "value not seen", "module missing", "hook missing", "module mode",
+        "hook owner", "hook group", "module edited", "not observed"])
+def test_a_changed_host_is_not_converged(change):
+    observed = converged_observation()
+    change(observed)
+    assert unconverged_reasons(observed, ENVIRONMENT, FILES) != []
+
+
+def make_venv(root, owner_uid=0):
+    (root / "bin").mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / "bin" / "python").write_text("#!/bin/sh\n")
+    (root / "bin" / "python").chmod(0o755)
+    purelib = root / "lib" / "site-packages"
+    purelib.mkdir(parents=True)
+    return purelib
+
+
+def reporting(purelib, calls):
+    def run(argv):
+        calls.append(argv)
+        return 0, json.dumps({"in_venv": True, "purelib": str(purelib), "hook": None, "environ": {}}), ""
+    return run
+
+
+def test_observe_runs_the_interpreter_as_the_owner_in_an_empty_environment(tmp_path):
+    purelib = make_venv(tmp_path / "venv")
+    (purelib / HOOK_FILE).write_text(HOOK_TEXT)
+    (purelib / MODULE_FILE).symlink_to(purelib / HOOK_FILE)
+    calls = []
+    observed = observe_venv(str(tmp_path / "venv"), "print(1)", ["CUDA_HOME"], reporting(purelib, calls),
+                            lambda uid: "mlserve")
+    owner = os.getuid()
+    assert calls == [(["runuser", "-u", "mlserve", "--"] if owner else [])
+                     + ["env", "-i", INSPECT_PATH, str(tmp_path / "venv") + "/bin/python", "-B", "-c", "print(1)",
+                        "CUDA_HOME"]]
+    # A link at a destination is never read through: the role replaces it.
+    assert set(observed["files"]) == {HOOK_FILE}
+    assert observed["files"][HOOK_FILE]["content"] == HOOK_TEXT
+
+
+def test_observe_reports_what_preflight_refuses(tmp_path):
+    assert "error" in observe_venv(str(tmp_path / "absent"), "", [], reporting(tmp_path, []), lambda uid: "x")
+    (tmp_path / "plain").mkdir()
+    assert "error" in observe_venv(str(tmp_path / "plain"), "", [], reporting(tmp_path, []), lambda uid: "x")
+    make_venv(tmp_path / "venv")
+    failing = observe_venv(str(tmp_path / "venv"), "", [], lambda argv: (1, "", "boom\n"), lambda uid: "x")
+    assert failing == {"error": "the virtualenv's interpreter did not report (exit status 1): boom"}
+
+
+def test_the_owner_is_the_first_of_link_and_directory_that_is_not_roots():
+    class Stat:
+        def __init__(self, uid):
+            self.st_uid = uid
+    names = {1000: "mlserve"}
+    assert venv_owner([Stat(0), Stat(1000)], names.get) == (1000, "mlserve")
+    assert venv_owner([Stat(1001), Stat(1000)], names.get) == (1001, None)
+    assert venv_owner([Stat(0), Stat(0)], names.get) == (0, "root")

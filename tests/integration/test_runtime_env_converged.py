@@ -1,0 +1,101 @@
+"""runtime_env on a converged virtualenv: one check, nothing else; a change in any one of its inputs, or on the
+host, runs every task again and changes exactly what differs; an input of another role changes nothing."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from process_tree import run_bounded
+
+from conftest import COLLECTIONS
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: blackwell.gpu_node.runtime_env
+      vars:
+        runtime_env_venv_path: {venv}
+        runtime_env_cuda_home: /usr/local/cuda-13.0
+        runtime_env_nccl_profile: pcie_blackwell
+"""
+CHECK = "Check whether the rendered environment is already in place and takes effect"
+RENDER = "Ensure the environment module is rendered into site-packages"
+HOOK = "Ensure the .pth hook imports the environment module at interpreter start-up"
+
+
+@pytest.fixture(name="run_role")
+def fixture_run_role(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY.format(venv=venv))
+    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_STDOUT_CALLBACK="json",
+                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+
+    def run_role(**settings):
+        """The role's tasks that ran (name -> result), with these extra vars."""
+        completed = run_bounded(
+            [str(Path(sys.executable).with_name("ansible-playbook")), "-c", "local", "-i", "localhost,", "-e",
+             "ansible_python_interpreter=" + sys.executable, "-e", json.dumps(settings), str(playbook)],
+            timeout=300, env=environ)
+        assert completed.returncode == 0, completed.stdout[-4000:]
+        report = json.loads(completed.stdout)
+        return dict((task["task"]["name"].split(" : ")[-1], task["hosts"]["localhost"])
+                    for task in report["plays"][0]["tasks"]
+                    if not task["hosts"]["localhost"].get("skipped"))
+
+    run_role.venv = venv
+    return run_role
+
+
+def converged(tasks):
+    assert tasks[CHECK]["reasons"] == []
+    said = tasks["Say that the environment already takes effect"]["msg"]
+    assert " variables take effect in " in said and said.endswith("/_blackwell_gpu_node_env.py."), said
+    return tasks[CHECK]["converged"] and RENDER not in tasks and HOOK not in tasks
+
+
+def acted(tasks):
+    return not tasks[CHECK]["converged"] and RENDER in tasks and any(task.get("changed") for task in tasks.values())
+
+
+# One input of the role at a time, each differing from the run before it.
+CHANGES = [
+    {"runtime_env_cuda_home": "/usr/local/cuda-13.1"},
+    {"runtime_env_triton_ptxas_path": "/opt/ptxas"},
+    {"runtime_env_nccl_profile": "none"},
+    {"runtime_env_nccl_overrides": {"NCCL_PROTO": "Simple"}},
+    {"runtime_env_sglang_disable_cudnn_check": False},
+    {"runtime_env_flashinfer_disable_version_check": False},
+    {"runtime_env_extra_env": {"HF_HOME": "/srv/hf"}},
+    {"runtime_env_extra_env": {"HF_HOME": "/srv/hf"}, "runtime_env_force": ["HF_HOME"]},
+]
+
+
+def test_each_input_of_the_role_makes_it_act_and_nothing_else_does(run_role):
+    assert acted(run_role())
+    assert converged(run_role())
+    # Another role's input, and the play's own, leave it converged.
+    assert converged(run_role(sglang_server_port=31000, ml_stack_keep=1))
+    for change in CHANGES:
+        assert acted(run_role(**change)), change
+    assert converged(run_role(**CHANGES[-1]))
+
+
+def test_a_changed_host_makes_it_act_and_repair(run_role):
+    run_role()
+    purelib = next((run_role.venv / "lib").glob("python3*/site-packages"))
+    module = purelib / "_blackwell_gpu_node_env.py"
+    hook = purelib / "00-blackwell-gpu-node-env.pth"
+    module.write_text(module.read_text() + "# edited by hand\n")
+    tasks = run_role()
+    assert tasks[RENDER]["changed"] and not tasks[HOOK]["changed"]
+    hook.chmod(0o664)
+    tasks = run_role()
+    assert tasks[HOOK]["changed"] and not tasks[RENDER]["changed"]
+    hook.unlink()
+    assert run_role()[HOOK]["changed"]
+    assert converged(run_role())
