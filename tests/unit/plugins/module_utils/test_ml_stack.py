@@ -18,6 +18,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack impor
     manylinux_platforms,
     missing_system_packages,
     missing_wheels,
+    pip_check_explanation,
     prune_plan,
     verdict,
 )
@@ -124,6 +125,13 @@ def test_pip_conf_names_a_constraints_path_with_ini_syntax_in_it_as_it_is():
      "ml_stack_index_mirrors['https://pypi.org/simple']"),
     ({"pip_environment": {"PIP_DEFAULT_TIMEOUT": "60\n"}}, None, "ml_stack_pip_environment.PIP_DEFAULT_TIMEOUT"),
     ({"system_packages": ["libnuma1\n"]}, None, "ml_stack_system_packages[0]"),
+    ({"wheelhouse_controller_path": "/srv/wheelhouses\n"}, None, "ml_stack_wheelhouse_controller_path"),
+    ({"index_mirrors": {"https://pypi.org/simple\n": "https://mirror/simple"}}, None,
+     "ml_stack_index_mirrors (the prefix 'https://pypi.org/simple\\n')"),
+    # Each kind of setting adds its values to the ones before it.
+    ({"index_mirrors": {"https://a/": "https://b/"}, "venv_path": "/home/sglang/ml-env\n"}, None, "ml_stack_venv_path"),
+    ({"system_packages": ["libnuma1"], "pip_environment": {"PIP_NO_CACHE_DIR": "1\n"}}, None,
+     "ml_stack_pip_environment.PIP_NO_CACHE_DIR"),
     ({}, ("torch", "version", "2.9.1+cu130\nsglang===0.0.1"), "stack_profiles.cu130.python.torch.version"),
     ({}, ("sglang", "source", "https://pypi.org/simple\n"), "stack_profiles.cu130.python.sglang.source"),
 ])
@@ -172,6 +180,14 @@ def test_missing_system_packages_without_apt_bindings_are_refused_with_the_comma
         "administrator run apt-get install libfoo1 libunknown2, or install python3-apt, then run again"]
 
 
+def test_one_missing_system_package_without_apt_bindings_is_named_in_the_singular():
+    plan = plan_of(host=host_with_dpkg(DPKG_WITHOUT_APT_BINDINGS), system_packages=["libfoo1:amd64"])
+    assert plan["problems"] == [
+        "ml_stack_system_packages: libfoo1:amd64 is not installed on this host, and installing with Ansible's apt "
+        "module needs python3-apt (apt's Python bindings), which this host lacks too. Have an administrator run "
+        "apt-get install libfoo1:amd64, or install python3-apt, then run again"]
+
+
 @pytest.mark.parametrize("output, missing", [
     ("", ["libnuma1"]),
     ("un  libnuma1\n", ["libnuma1"]),
@@ -179,6 +195,8 @@ def test_missing_system_packages_without_apt_bindings_are_refused_with_the_comma
     ("iU  libnuma1\n", ["libnuma1"]),
     ("ii  libnuma1\n", []),
     ("hi  libnuma1\n", []),
+    ("i libnuma1\n", ["libnuma1"]),
+    (None, ["libnuma1"]),
     ("ii  libnuma1-dev\n", ["libnuma1"]),
 ])
 def test_only_a_package_dpkg_reports_installed_counts(output, missing):
@@ -300,30 +318,56 @@ def test_manylinux_platforms_go_down_to_the_oldest_glibc_with_the_legacy_aliases
 
 @pytest.mark.parametrize("settings, host, expected", [
     ({"venv_path": "ml-env"}, {}, "ml_stack_venv_path=ml-env is not an absolute path below /"),
+    ({"venv_path": "//"}, {}, "ml_stack_venv_path=// is not an absolute path below /"),
     ({"python": "python3"}, {}, "ml_stack_python=python3 is not an absolute path below /"),
-    ({"wheelhouse_controller_path": "wheels"}, {}, "ml_stack_wheelhouse_controller_path=wheels is not an absolute path"),
+    ({"wheelhouse_controller_path": "wheels"}, {},
+     "ml_stack_wheelhouse_controller_path=wheels is not an absolute path on the controller"),
     ({"index_url": "pypi.org/simple"}, {}, "ml_stack_index_url=pypi.org/simple is not an http(s):// or file:// URL"),
     ({"index_mirrors": {"https://pypi.org/simple": "mirror"}}, {},
      "ml_stack_index_mirrors[https://pypi.org/simple]='mirror' is not an http(s):// or file:// URL"),
-    ({"index_mirrors": ["https://mirror"]}, {}, "ml_stack_index_mirrors must map URL prefixes"),
-    ({"pip_environment": {"PIP_DEFAULT_TIMEOUT": 60}}, {}, "ml_stack_pip_environment must map environment variable names"),
-    ({}, {"python": {"error": "exit status 2"}}, "ml_stack_python=/usr/bin/python3 cannot run on this host (exit status 2)"),
+    ({"index_mirrors": ["https://mirror"]}, {},
+     "ml_stack_index_mirrors must map URL prefixes to the URLs that replace them, not ['https://mirror']"),
+    ({"pip_environment": {"PIP_DEFAULT_TIMEOUT": 60}}, {},
+     "ml_stack_pip_environment must map environment variable names to strings (quote numbers)"),
+    ({}, {"python": {"error": "exit status 2"}},
+     "ml_stack_python=/usr/bin/python3 cannot run on this host (exit status 2); install it there, or set "
+     "ml_stack_python to the interpreter the virtualenv should use"),
     ({}, {"python": dict(HOST["python"], version="3.9.18")},
-     "ml_stack_python=/usr/bin/python3 is Python 3.9.18, older than the 3.10 that stack profile cu130 needs"),
-    ({}, {"python": dict(HOST["python"], implementation="pypy")}, "is pypy; the stack's wheels are built for CPython"),
+     "ml_stack_python=/usr/bin/python3 is Python 3.9.18, older than the 3.10 that stack profile cu130 needs "
+     "(python.min_version); point ml_stack_python at a newer interpreter"),
+    ({}, {"python": dict(HOST["python"], implementation="pypy")},
+     "ml_stack_python=/usr/bin/python3 is pypy; the stack's wheels are built for CPython"),
     ({}, {"python": dict(HOST["python"], venv_error="No module named 'ensurepip'")},
-     "cannot create virtualenvs (No module named 'ensurepip'); on Debian and Ubuntu install python3-venv"),
-    ({}, {"owner": False}, "ml_stack_venv_owner=sglang is not a user on this host"),
-    ({}, {"venv_path": {"exists": True, "islnk": False}}, "ml_stack_venv_path=/home/sglang/ml-env exists and is not a link"),
-    ({}, {"parent_exists": False}, "its directory /home/sglang does not exist"),
+     "ml_stack_python=/usr/bin/python3 cannot create virtualenvs (No module named 'ensurepip'); on Debian and Ubuntu "
+     "install python3-venv"),
+    ({}, {"owner": False}, "ml_stack_venv_owner=sglang is not a user on this host; create the service user first"),
+    ({}, {"venv_path": {"exists": True, "islnk": False}},
+     "ml_stack_venv_path=/home/sglang/ml-env exists and is not a link: this role keeps one virtualenv per profile "
+     "beside it and points /home/sglang/ml-env at the current one. Move it away (it is left as it is) or choose "
+     "another ml_stack_venv_path"),
+    ({}, {"parent_exists": False},
+     "ml_stack_venv_path=/home/sglang/ml-env: its directory /home/sglang does not exist; create it (the service "
+     "user's home) first"),
+    ({"venv_path": "/srv/venvs/X"}, {"parent_exists": False},
+     "ml_stack_venv_path=/srv/venvs/X: its directory /srv/venvs does not exist; create it (the service "
+     "user's home) first"),
     ({}, {"python": dict(HOST["python"], machine="aarch64")},
-     "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl is a wheel for x86_64, but this host is aarch64"),
+     "stack_profiles.cu130.python.sgl_kernel.source=" + SGL_KERNEL_CU130_URL + " is a wheel for x86_64, but this "
+     "host is aarch64; set the aarch64 wheel under stack_profiles_custom.cu130.python.sgl_kernel.source"),
     ({"offline": True, "wheelhouse_controller_path": "/srv/wheels"}, {"python": dict(HOST["python"], glibc=None)},
-     "this host's Python reports no glibc"),
+     "ml_stack_wheelhouse_controller_path is set, but this host's Python reports no glibc: the controller can only "
+     "download manylinux wheels; fill ml_stack_wheelhouse_path yourself"),
 ])
 def test_bad_settings_or_host_are_problems_naming_the_variable(settings, host, expected):
-    problems = plan_of(host=dict(HOST, **host), **settings)["problems"]
-    assert any(expected in problem for problem in problems), problems
+    assert plan_of(host=dict(HOST, **host), **settings)["problems"] == [expected]
+
+
+@pytest.mark.parametrize("settings, host", [
+    ({"venv_path": "/srv/ML-X", "python": "/opt/X", "wheelhouse_path": "/X"}, {}),
+    ({}, {"python": dict(HOST["python"], version="3.10")}),
+])
+def test_settings_and_hosts_at_the_edges_are_accepted(settings, host):
+    assert plan_of(host=dict(HOST, **host), **settings)["problems"] == []
 
 
 def test_every_problem_is_reported_at_once():
@@ -332,13 +376,16 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_a_profile_name_that_cannot_name_a_directory_is_refused():
-    assert "cannot name a directory" in plan_of(dict(CU130, name="../cu130"))["problems"][0]
+    assert plan_of(dict(CU130, name="../cu130"))["problems"] == [
+        "stack_profile='../cu130' cannot name a directory; use letters, digits, '.', '_' and '-'"]
 
 
 def test_a_wheel_source_must_be_a_wheel_of_its_package():
     profile = copy.deepcopy(CU130)
     profile["python"]["sgl_kernel"]["source"] = "https://example.org/flashinfer_python-0.6.4-py3-none-any.whl"
-    assert "is a wheel of flashinfer_python, not of sgl-kernel" in plan_of(profile)["problems"][0]
+    assert plan_of(profile)["problems"] == [
+        "stack_profiles.cu130.python.sgl_kernel.source=https://example.org/flashinfer_python-0.6.4-py3-none-any.whl "
+        "is a wheel of flashinfer_python, not of sgl-kernel"]
 
 
 # sglang's requirements, the wheelhouse, pip check.
@@ -552,9 +599,13 @@ def test_an_unexplained_pip_check_line_fails_verification():
 
 def test_a_wheelhouse_lacking_wheels_is_a_problem_naming_the_variable():
     plan = plan_of(offline=True)
-    result = verdict(plan, {"wheelhouse": []})
-    assert result["problems"][0].startswith(
-        "ml_stack_wheelhouse_path=/var/cache/blackwell-gpu-node/wheelhouse lacks wheels for: torch 2.9.1+cu130")
+    result = verdict(plan, {"wheelhouse": [SGL_KERNEL_CU130_WHEEL, "torch-2.9.1+cu130-cp311-cp311-linux_x86_64.whl",
+                                           "sglang-0.5.9-py3-none-any.whl"]})
+    assert result["problems"] == [
+        "ml_stack_wheelhouse_path=/var/cache/blackwell-gpu-node/wheelhouse lacks wheels for: flashinfer-python 0.6.4 "
+        "(a wheel for this Python and platform); flashinfer-cubin 0.6.4 (a wheel for this Python and platform); "
+        "flashinfer-jit-cache 0.6.4+cu130 (a wheel for this Python and platform); add them, or set "
+        "ml_stack_wheelhouse_controller_path to have the controller download them"]
 
 
 # What sgl-kernel 0.3.21 raises where it cannot load its kernels, as its load_utils.py words it (the real cu128
@@ -632,7 +683,13 @@ def test_pruning_never_removes_the_previous_target_before_the_new_stack_is_prove
 
 
 def test_pruning_with_keep_null_removes_nothing():
-    assert prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, None, [CURRENT])["remove"] == []
+    assert prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, None, [CURRENT]) == {
+        "remove": [], "kept": [beside(PREVIOUS), beside(OLDER), beside(OLDEST)], "problems": []}
+
+
+def test_pruning_strips_only_trailing_slashes_from_the_stable_path():
+    candidates = [{"path": "/srv/venvs/X.cu130-5e6f7a8b", "mtime": 1.0}]
+    assert prune_plan("/srv/venvs/X", candidates, 0, [])["remove"] == ["/srv/venvs/X.cu130-5e6f7a8b"]
 
 
 def test_a_protected_target_elsewhere_protects_nothing_here():
@@ -643,7 +700,9 @@ def test_a_protected_target_elsewhere_protects_nothing_here():
 @pytest.mark.parametrize("keep", [-1, "1", 1.5, True])
 def test_a_keep_that_is_no_count_is_refused_naming_the_variable(keep):
     plan = prune_plan(PRUNE_VENV, PRUNE_CANDIDATES, keep, [CURRENT])
-    assert plan["remove"] == [] and plan["problems"][0].startswith("ml_stack_keep=")
+    assert plan == {"remove": [], "kept": [], "problems": [
+        "ml_stack_keep=%r must be a whole number, 0 or more (old virtualenvs kept besides the current one), or null to "
+        "keep every one" % (keep,)]}
 
 
 def test_the_file_names_and_pip_options_are_the_ones_hosts_already_have():
@@ -657,3 +716,151 @@ def test_the_file_names_and_pip_options_are_the_ones_hosts_already_have():
                              "pip_check": venv_dir + "/ml-stack-pip-check.txt"}
     for argv in plan["install"].values():
         assert argv[:5] == ["install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+
+
+# Mutation testing (issue 21): the plan's fields, names and messages exactly, and the edges.
+
+def test_the_plan_and_its_marker_name_the_interpreter_its_series_and_every_pin():
+    plan = plan_of()
+    assert (plan["python"], plan["python_series"], plan["offline"], plan["wheelhouse"]) == (
+        "/usr/bin/python3", "3.11", False, None)
+    assert plan["marker"] == {
+        "profile": "cu130", "digest": plan["digest"], "python": "/usr/bin/python3", "python_series": "3.11",
+        "packages": {"torch": "2.9.1+cu130", "sgl-kernel": "0.3.21", "flashinfer-python": "0.6.4",
+                     "flashinfer-cubin": "0.6.4", "flashinfer-jit-cache": "0.6.4+cu130", "sglang": "0.5.9"},
+        "wheels": {"sgl-kernel": SGL_KERNEL_CU130_WHEEL},
+    }
+
+
+def test_only_trailing_slashes_are_stripped_from_the_paths():
+    plan = plan_of(venv_path="/srv/venvs/X", offline=True, wheelhouse_path="/srv/XX/X",
+                   wheelhouse_controller_path="/srv/XX/X")
+    assert (plan["venv_path"], plan["venv_dir"], plan["wheelhouse"]) == (
+        "/srv/venvs/X", "/srv/venvs/X.cu130-" + plan["digest"], "/srv/XX/X")
+    assert plan["download"]["folder"].startswith("/srv/XX/X/cu130-")
+
+
+def test_the_download_folder_is_keyed_by_the_pins_and_the_newest_platform_as_hosts_already_have_it():
+    # A changed key downloads every wheel again: these are the names existing controllers hold.
+    assert plan_of(offline=True, wheelhouse_controller_path="/srv/wheelhouses")["download"]["folder"] == (
+        "/srv/wheelhouses/cu130-b28fe512-cp311-manylinux_2_36_x86_64")
+    newer_torch = copy.deepcopy(CU130)
+    newer_torch["python"]["torch"]["version"] = "2.9.2+cu130"
+    assert plan_of(newer_torch, offline=True, wheelhouse_controller_path="/srv/wheelhouses")["download"]["folder"] != (
+        "/srv/wheelhouses/cu130-b28fe512-cp311-manylinux_2_36_x86_64")
+
+
+def test_i686_goes_down_to_manylinux1_with_the_manylinux2010_alias_at_glibc_2_12():
+    assert manylinux_platforms("2.12", "i686") == [
+        "manylinux_2_12_i686", "manylinux2010_i686", "manylinux_2_11_i686", "manylinux_2_10_i686", "manylinux_2_9_i686",
+        "manylinux_2_8_i686", "manylinux_2_7_i686", "manylinux_2_6_i686", "manylinux_2_5_i686", "manylinux1_i686",
+        "linux_i686"]
+
+
+def test_pip_environment_takes_variable_names_only():
+    assert plan_of(pip_environment={"PIP_NO_CACHE_DIR": "1", "_X9": ""})["problems"] == []
+    assert plan_of(pip_environment={"9PIP": "1"})["problems"] == [
+        "ml_stack_pip_environment must map environment variable names to strings (quote numbers)"]
+
+
+def test_a_main_index_reached_through_a_mirror_is_probed_naming_both():
+    probes = plan_of(index_url="https://mirror.example/simple",
+                     index_mirrors={"https://mirror.example/": "https://other.example/"})["sources"]
+    assert probes[-1] == {"url": "https://other.example/simple", "project": None, "version": None,
+                          "origin": "ml_stack_index_url=https://mirror.example/simple through ml_stack_index_mirrors"}
+
+
+def test_an_sglang_wheel_is_installed_from_its_url_and_no_index():
+    profile = copy.deepcopy(CU130)
+    profile["python"]["sglang"]["source"] = "https://example.org/sglang-0.5.9-py3-none-any.whl"
+    assert plan_of(profile)["install"]["sglang"] == ["install"] + PIP_OPTIONS + [
+        "--no-deps", "--no-index", "sglang @ https://example.org/sglang-0.5.9-py3-none-any.whl"]
+
+
+def test_a_wheel_for_aarch64_is_refused_on_x86_64_and_a_wheel_without_dashes_is_named():
+    profile = copy.deepcopy(CU130)
+    aarch64 = "https://example.org/sgl_kernel-0.3.21-cp310-abi3-manylinux2014_aarch64.whl"
+    profile["python"]["sgl_kernel"]["source"] = aarch64
+    assert plan_of(profile)["problems"] == [
+        "stack_profiles.cu130.python.sgl_kernel.source=%s is a wheel for aarch64, but this host is x86_64; set the "
+        "x86_64 wheel under stack_profiles_custom.cu130.python.sgl_kernel.source" % aarch64]
+    profile["python"]["sgl_kernel"]["source"] = "https://example.org/sgl_kernel.whl"
+    assert plan_of(profile)["problems"] == [
+        "stack_profiles.cu130.python.sgl_kernel.source=https://example.org/sgl_kernel.whl is a wheel of "
+        "sgl_kernel.whl, not of sgl-kernel"]
+
+
+def test_dependencies_go_on_after_a_pinned_one_or_an_extra_and_read_the_marker_after_the_first_semicolon():
+    assert dependencies(["torch==2.9.0", 'x @ https://h/x-1;v=1.whl ; extra == "dev"', "requests>=2"], ["torch"]) == [
+        "requests>=2"]
+
+
+def test_pip_check_without_output_or_after_a_blank_line():
+    line = "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4."
+    assert classify_pip_check(None, {}) == ([], [])
+    assert classify_pip_check("\nNo broken requirements found.\n" + line, {"flashinfer-python": "0.6.4"}) == (
+        [line], [])
+
+
+def test_the_explanation_lists_each_deliberate_line_on_its_own():
+    assert pip_check_explanation("cu130", ["a", "b"]).endswith("is a real problem.\na\nb\n")
+
+
+@pytest.mark.parametrize("error, expected", [
+    ("libcuda.so.1: cannot open shared object file",
+     "libcuda.so.1 is the NVIDIA driver's library: this host has no driver, so torch cannot load. Install the driver "
+     "(the cuda role can), or set ml_stack_gpus_required: false on a machine without GPU"),
+    ("libcudart.so.12: cannot open shared object file",
+     "torch wants libcudart.so.12: a CUDA 12 wheel on this CUDA 13.0 stack (profile cu130). Install the package from "
+     "the profile's source, as this role does."),
+    ("undefined symbol: _ZN3c10",
+     "ABI mismatch: torch was built against another torch than the installed torch (undefined symbol _ZN3c10); the "
+     "profile pins torch 2.9.1+cu130, and a package that replaced torch, or a wheel made for another torch release, "
+     "causes this"),
+    ("No module named 'sympy'", "sympy is not installed in the virtualenv (import torch)"),
+    ("boom", "no known cause; the error above is what Python said"),
+])
+def test_diagnoses_in_full(error, expected):
+    assert diagnose("torch", error, plan_of()) == expected
+
+
+@pytest.mark.parametrize("library", ["cudart", "nvrtc", "nvrtc-builtins", "cublas", "cublasLt", "cusparse", "cufft",
+                                     "curand", "cusolver", "nvJitLink", "cupti"])
+def test_each_cuda_runtime_library_of_the_stacks_major_is_a_linker_problem(library):
+    assert diagnose("torch", "lib%s.so.13: cannot open shared object file" % library, plan_of()) == (
+        "lib%s.so.13 is not found by the dynamic linker: torch's nvidia-* runtime wheels are missing from the "
+        "virtualenv, or CUDA 13.0's lib64 is not registered with ldconfig (the cuda role registers it)" % library)
+
+
+def test_a_wheel_installed_from_another_wheel_is_not_the_profiles():
+    plan = plan_of()
+    other = "https://example.org/sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl"
+    result = verdict(plan, {"state": installed(plan, direct_urls={"sgl-kernel": other}), "marker": plan["marker"]})
+    assert (result["exact"], result["problems"]) == (False, [
+        "sgl-kernel was installed from %s, not from the profile's wheel %s" % (other, SGL_KERNEL_CU130_WHEEL)])
+
+
+def test_a_verdict_without_state_is_not_exact():
+    assert verdict(plan_of(), {}) == {"exact": False, "ok": True, "problems": [], "notes": []}
+
+
+def test_every_import_is_checked_after_one_that_passed_or_needs_the_absent_driver():
+    plan = plan_of()
+    result = verdict(plan, {"verification": verification(
+        torch={"ok": False, "error": "libcuda.so.1: cannot open shared object file"},
+        sglang={"ok": False, "error": "No module named 'sympy'"})}, gpus_required=False)
+    assert result["problems"] == ["import sglang failed: No module named 'sympy'. Diagnosis: sympy is not installed in "
+                                  "the virtualenv (import sglang)"]
+
+
+def test_an_abi_mismatch_names_the_installed_torch_version():
+    result = verdict(plan_of(), {"verification": verification(sgl_kernel={"ok": False, "error": "undefined symbol: _Z1"})})
+    assert "than the installed 2.9.1+cu130 (undefined symbol _Z1)" in result["problems"][0]
+
+
+def test_unexplained_pip_check_lines_are_listed_apart():
+    checked = verification()
+    checked["pip_check"] = "a 1 requires b, which is not installed.\nc 2 requires d, which is not installed.\n"
+    assert verdict(plan_of(), {"verification": checked})["problems"] == [
+        "pip check reports problems the profile does not explain: a 1 requires b, which is not installed. | c 2 requires "
+        "d, which is not installed."]

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import StackProfileError, resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import StackProfileError, os_id, resolve
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
 
 SHIPPED = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles" / "stack" / "defaults" / "main.yml").read_text())
@@ -140,3 +140,77 @@ def test_shipped_profiles_that_are_not_a_mapping_of_mappings_are_named(profiles)
 def test_custom_profiles_that_are_not_a_mapping_of_mappings_are_named(custom):
     with pytest.raises(StackProfileError, match=r"^stack_profiles_custom must map profile names to profiles"):
         resolve("cu130", PROFILES, custom)
+
+
+PIN = "an exact version as the installed distribution reports it, like 2.9.1+cu130 (quoted in YAML if it has one dot)"
+SOURCE = ("an http(s):// or file:// URL: a package index (PEP 503, like https://pypi.org/simple) or one wheel "
+          "(ending in .whl)")
+
+
+def test_an_empty_profile_names_every_field_with_what_it_must_be():
+    expected = [
+        ("description", "a non-empty string"),
+        ("operating_systems", "a non-empty list of OS ids like debian12, ubuntu2404"),
+        ("architectures", "a non-empty list among x86_64, aarch64"),
+        ("cuda.version", "a CUDA release like 13.0.1"),
+        ("cuda.series", "major.minor like 13.0"),
+        ("cuda.apt_package", "a Debian package name like cuda-toolkit-13-0"),
+        ("cuda.apt_version", "a Debian version like 13.0.1-1"),
+        ("cuda.home", "an absolute path of letters, digits, '.', '_', '+', '-' and '/'"),
+        ("cuda.driver_branch_min", "the oldest driver branch, an integer like 580"),
+        ("python.min_version", "major.minor like 3.10 (quoted in YAML)"),
+        ("python.torch.version", PIN), ("python.torch.source", SOURCE),
+        ("python.torch.cuda", "the CUDA version torch.version.cuda reports, like 13.0"),
+        ("python.sgl_kernel.version", PIN), ("python.sgl_kernel.source", SOURCE),
+        ("python.flashinfer_python.version", PIN), ("python.flashinfer_python.source", SOURCE),
+        ("python.flashinfer_cubin.version", PIN), ("python.flashinfer_cubin.source", SOURCE),
+        ("python.flashinfer_jit_cache.version", PIN + ", or null for none"),
+        ("python.flashinfer_jit_cache.source", SOURCE),
+        ("python.sglang.version", PIN), ("python.sglang.source", SOURCE),
+    ]
+    with pytest.raises(StackProfileError) as error:
+        resolve("empty", PROFILES, {"empty": {}})
+    assert str(error.value) == "Stack profile empty is incomplete; fix stack_profiles_custom.empty:\n" + "\n".join(
+        "- %s is missing (it must be %s)" % pair for pair in expected)
+
+
+def test_unknown_name_message_says_how_to_fix_it():
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu999", PROFILES)
+    assert str(error.value) == ("stack_profile=cu999 is not a known profile; known: cu128, cu130. Set stack_profile to "
+                                "one of them, or define it under stack_profiles_custom.")
+
+
+def test_a_broken_shipped_profile_names_stack_profiles_as_the_place_to_fix():
+    broken = copy.deepcopy(PROFILES["cu130"])
+    broken["description"] = "CUDA 13\x1b"
+    broken["cuda"]["series"] = "13"
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", {"cu130": broken})
+    assert str(error.value) == (
+        "Stack profile cu130 is incomplete; fix stack_profiles.cu130:\n- %s\n- cuda.series='13' is not major.minor "
+        "like 13.0" % control_character_problem("CUDA 13\x1b", "stack_profiles.cu130.description"))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("description", ""), ("description", 13), ("operating_systems", []), ("operating_systems", ["Debian12"]),
+    ("architectures", []), ("cuda.driver_branch_min", 0),
+])
+def test_empty_and_malformed_values_are_refused(field, value):
+    overlay = value
+    for key in reversed(field.split(".")):
+        overlay = {key: overlay}
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, {"cu130": overlay})
+    assert "\n- %s=%r is not " % (field, value) in str(error.value)
+
+
+def test_driver_branch_one_is_the_smallest_accepted():
+    assert resolve("cu130", PROFILES, {"cu130": {"cuda": {"driver_branch_min": 1}}})["cuda"]["driver_branch_min"] == 1
+
+
+@pytest.mark.parametrize("distribution, version, expected", [
+    (None, None, ""), ("Ubuntu", None, "ubuntu"), ("Debian", None, "debian"), (None, "12.4", "12"),
+])
+def test_os_id_of_missing_facts_adds_nothing(distribution, version, expected):
+    assert os_id(distribution, version) == expected
