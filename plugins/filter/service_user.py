@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._service_user import problems
 

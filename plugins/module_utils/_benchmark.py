@@ -14,7 +14,7 @@ This file imports nothing from Ansible: tests/device/record_benchmark.sh loads i
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import json
 import threading

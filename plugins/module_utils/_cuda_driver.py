@@ -12,7 +12,7 @@ same file, so exactly one may be installed.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import re
 

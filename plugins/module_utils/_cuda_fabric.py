@@ -16,7 +16,7 @@ before (570); either is accepted, at the driver's exact version.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import branch_of, upstream_version
 

@@ -8,7 +8,7 @@ reading the directory.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import os
 import re

@@ -15,7 +15,7 @@ count only when no launch time is given.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import errno
 import os

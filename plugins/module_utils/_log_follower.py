@@ -15,7 +15,7 @@ its deadline: ``behind`` tells it that more is waiting.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import errno
 import os

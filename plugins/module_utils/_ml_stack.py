@@ -20,7 +20,7 @@ How the profile is installed, and why:
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import configparser
 import hashlib

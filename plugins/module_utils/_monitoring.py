@@ -12,7 +12,7 @@ Root writes the exporter's unit and counters file from these settings, so every 
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import ipaddress
 import re

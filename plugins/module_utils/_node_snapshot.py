@@ -19,7 +19,7 @@ server itself is started again by the playbook from the restored link.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import json
 import posixpath

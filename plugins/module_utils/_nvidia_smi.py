@@ -8,7 +8,7 @@ Pure functions over text, so that recorded outputs of real hosts test them.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import re
 

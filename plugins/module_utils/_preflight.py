@@ -8,7 +8,7 @@ what was checked. Pure, so that recorded hosts test it.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import re
 

@@ -12,7 +12,7 @@ Everything it returns from the log goes through ``mask``, so that secrets the se
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import collections
 import errno

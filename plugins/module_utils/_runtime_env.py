@@ -16,7 +16,7 @@ and all problems are reported together so that one run shows every fix to make.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import inspect
 import json

@@ -10,7 +10,7 @@ so a secret can reach a result through the command line or through the log.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import re
 

@@ -11,7 +11,7 @@ wait_for_server, whose entries are tried first.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 DIAGNOSES = (
     {

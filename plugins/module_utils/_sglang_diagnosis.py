@@ -11,7 +11,7 @@ of request lines, and its start-up and its end are what says why it stopped.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import collections
 import os

@@ -15,7 +15,7 @@ a failure. The many harmless lines that merely contain "error" or "failed" never
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import re
 

@@ -17,7 +17,7 @@ opened with O_NOFOLLOW, temporary files are created with O_EXCL under a random n
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import binascii
 import errno

@@ -9,7 +9,7 @@ name their own variables; validate reads the settings back from the running serv
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import os
 import re

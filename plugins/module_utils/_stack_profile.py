@@ -9,7 +9,7 @@ this checks that the chosen one is complete, so that every role reads the same, 
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 import re
 

@@ -6,7 +6,7 @@ fails the run. Pure, for the upgrade_report filter and the unit tests."""
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
+__metaclass__ = type  # pragma: no mutate
 
 # Outcomes that end a run well; any other fails it.
 ON_TARGET = ("upgraded", "unchanged")

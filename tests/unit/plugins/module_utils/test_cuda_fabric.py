@@ -135,3 +135,108 @@ def test_dpkg_is_asked_for_the_fabric_packages_of_every_branch():
     roles = Path(__file__).resolve().parents[4] / "roles"
     assert "__cuda_fabric_names.installed" in (roles / "cuda" / "tasks" / "fabric.yml").read_text()
     assert "cuda_fabric_packages).installed" in (roles / "preflight" / "tasks" / "observe.yml").read_text()
+
+
+@pytest.mark.parametrize("value, setting", [
+    (True, "true"), (False, "false"), ("yes", "true"), ("no", "false"), (" Auto ", "auto"), ("TRUE", "true"),
+    ("false", "false"), ("maybe", None), ("", None)])
+def test_the_setting_from_yaml_booleans_and_words(value, setting):
+    assert setting_of(value) == setting
+
+
+@pytest.mark.parametrize("setting, gpu, installed, answer", [
+    ("false", HGX_H200, {}, (False, "cuda_fabric_manager is false")),
+    ("true", SINGLE_H200, {}, (True, "cuda_fabric_manager is true")),
+    ("auto", SINGLE_H200, {}, (False, "gpu_facts sees no NVSwitch (nvswitch: false)")),
+    ("auto", dict(SINGLE_H200, nvswitch=None), {}, (False, "gpu_facts sees no NVSwitch (nvswitch: none)")),
+    ("auto", dict(HGX_H200, fabric=dict(state="Completed", status="Success")), {},
+     (True, "the nvidia-nvswitch driver holds 4 NVSwitch(es)")),
+    ("auto", HGX_B200, {}, (True, "the GPUs' NVSwitch fabric is not up (state Not Started)")),
+    ("auto", VM_H200, {}, (False, "the GPUs' NVSwitch fabric is up (Success) with no switch on this host: it is "
+                                  "managed outside it, as for a virtual machine's GPUs")),
+])
+def test_the_whole_reason(setting, gpu, installed, answer):
+    assert needed(setting, gpu, installed) == answer
+
+
+def test_a_wrong_setting_or_false_plans_nothing_at_all():
+    assert fabric_plan(HGX_H200, setting="maybe") == dict(
+        install=[], service=None, change=False, versions={}, wanted=False, reason="",
+        problems=["cuda_fabric_manager=maybe is not one of auto, true, false: fix cuda_fabric_manager."])
+    assert fabric_plan(HGX_H200, setting=False) == dict(
+        install=[], service=None, change=False, versions={}, wanted=False, reason="cuda_fabric_manager is false",
+        problems=[])
+
+
+def test_the_whole_plan_of_an_hgx_b200():
+    assert fabric_plan(HGX_B200) == dict(
+        install=["nvidia-fabricmanager=580.95.05-1", "libnvidia-nscq=580.95.05-1", "nvlsm"],
+        service="nvidia-fabricmanager.service", change=True, wanted=True,
+        reason="the GPUs' NVSwitch fabric is not up (state Not Started)", problems=[],
+        versions={"nvidia-fabricmanager": [None, "580.95.05-1"], "libnvidia-nscq": [None, "580.95.05-1"],
+                  "nvlsm": [None, "2025.06.5-1"]})
+
+
+def test_the_loaded_kernel_module_decides_the_version_else_the_driver_version():
+    after_an_upgrade_without_reboot = dict(HGX_H200, driver_version="580.82.07")
+    assert fabric_plan(after_an_upgrade_without_reboot)["install"] == [
+        "nvidia-fabricmanager=580.95.05-1", "libnvidia-nscq=580.95.05-1"]
+    assert fabric_plan(dict(HGX_H200, kernel_module_version=None))["install"] == [
+        "nvidia-fabricmanager=580.95.05-1", "libnvidia-nscq=580.95.05-1"]
+    installed = {"nvidia-fabricmanager": "580.82.07-1"}
+    assert version_problems(after_an_upgrade_without_reboot, installed)[0].startswith(
+        "nvidia-fabricmanager 580.82.07-1 is installed but the loaded NVIDIA driver is 580.95.05:")
+    assert version_problems(dict(HGX_H200, kernel_module_version=None), installed)[0].startswith(
+        "nvidia-fabricmanager 580.82.07-1 is installed but the loaded NVIDIA driver is 580.95.05:")
+
+
+def test_the_whole_no_driver_message():
+    assert fabric_plan(dict(HGX_H200, state="no_driver", driver_version=None, kernel_module_version=None))[
+        "problems"] == [
+        "Fabric Manager must match the loaded NVIDIA driver, but none is loaded (gpu_facts state no_driver): install "
+        "the driver (cuda_driver_install: true) and reboot, or set cuda_fabric_manager: false."]
+
+
+def test_a_package_at_the_driver_version_is_kept_and_the_next_one_still_planned():
+    result = fabric_plan(HGX_H200, "nvidia-fabricmanager\t580.95.05-1\tii\n")
+    assert result["install"] == ["libnvidia-nscq=580.95.05-1"]
+    assert result["versions"] == {"nvidia-fabricmanager": ["580.95.05-1", "580.95.05-1"],
+                                  "libnvidia-nscq": [None, "580.95.05-1"]}
+
+
+def test_a_branch_named_package_moving_to_the_current_name_keeps_its_old_version():
+    installed = "nvidia-fabricmanager-580\t580.82.07-1\tii\nlibnvidia-nscq\t580.95.05-1\tii\n"
+    assert fabric_plan(HGX_H200, installed)["versions"]["nvidia-fabricmanager"] == ["580.82.07-1", "580.95.05-1"]
+
+
+def test_the_whole_message_when_the_repository_lacks_the_version_or_the_package():
+    newer = dict(HGX_H200, driver_version="580.105.08", kernel_module_version="580.105.08")
+    assert fabric_plan(newer)["problems"] == [
+        "The CUDA repository has no nvidia-fabricmanager or nvidia-fabricmanager-580 at the loaded driver's version "
+        "580.105.08 (it has nvidia-fabricmanager 580.95.05-1 580.82.07-1): check cuda_repo_base_url, or set "
+        "cuda_fabric_manager: false.",
+        "The CUDA repository has no libnvidia-nscq or libnvidia-nscq-580 at the loaded driver's version 580.105.08 "
+        "(it has libnvidia-nscq 580.95.05-1 580.82.07-1): check cuda_repo_base_url, or set cuda_fabric_manager: "
+        "false."]
+    two_names = MADISON_580.replace("580.95.05", "580.90.01") + MADISON_580.replace(
+        "nvidia-fabricmanager |", "nvidia-fabricmanager-580 |").replace("580.95.05", "580.90.02")
+    assert fabric_plan(HGX_H200, madison=two_names)["problems"][0] == (
+        "The CUDA repository has no nvidia-fabricmanager or nvidia-fabricmanager-580 at the loaded driver's version "
+        "580.95.05 (it has nvidia-fabricmanager 580.90.01-1 580.82.07-1, nvidia-fabricmanager-580 580.90.02-1 "
+        "580.82.07-1): check cuda_repo_base_url, or set cuda_fabric_manager: false.")
+    assert fabric_plan(HGX_H200, madison="")["problems"][0] == (
+        "The CUDA repository has no nvidia-fabricmanager or nvidia-fabricmanager-580 at the loaded driver's version "
+        "580.95.05 (it has none of them): check cuda_repo_base_url, or set cuda_fabric_manager: false.")
+
+
+def test_nothing_is_installed_when_one_package_is_missing():
+    result = fabric_plan(HGX_B200, madison=MADISON_580.replace("nvlsm |", "other |"))
+    assert (result["install"], result["change"], result["service"]) == ([], False, None)
+
+
+def test_the_whole_version_problem():
+    assert version_problems(HGX_H200, {"libnvidia-nscq-570": "570.195.03-1"}) == [
+        "libnvidia-nscq-570 570.195.03-1 is installed but the loaded NVIDIA driver is 580.95.05: Fabric Manager needs "
+        "its packages at the driver's exact version (it refuses to start otherwise, and CUDA then fails with error 802 "
+        "on NVSwitch systems). Run role blackwell.gpu_node.cuda (cuda_fabric_manager: auto or true puts them at the "
+        "driver's version), or remove libnvidia-nscq-570 where the host has no NVSwitch (cuda_fabric_manager: false)."]

@@ -4,6 +4,8 @@ import pytest
 import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils import _monitoring as core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import HARDENING
 
 SHA = "0" * 63 + "a"
 COUNTERS = [{"field": "DCGM_FI_DEV_XID_ERRORS", "type": "gauge", "help": "Value of the last XID error encountered."},
@@ -154,3 +156,107 @@ def test_a_bad_address_or_port_is_refused_naming_the_host_and_variable(variables
     with pytest.raises(ValueError) as raised:
         core.scrape_target_groups(["gpu-9"], {"gpu-9": variables})
     assert str(raised.value).startswith("host gpu-9: ") and named in str(raised.value)
+
+
+def test_the_whole_messages_name_the_variable_and_the_fix():
+    found = core.problems(dict(exporter_src=None, exporter_sha256="abc", exporter_listen_address="a b",
+                               exporter_port=0, exporter_user="root", exporter_counters=None))
+    assert found == [
+        "monitoring_exporter_src is not set: give dcgm-exporter's binary as a file on the controller (an absolute "
+        "path) or an http(s) URL the controller can download; NVIDIA publishes it as a container image and as "
+        "source (github.com/NVIDIA/dcgm-exporter), not as a package",
+        "monitoring_exporter_sha256='abc' is not a sha256 checksum (64 hexadecimal digits): give the checksum of "
+        "the binary in monitoring_exporter_src (sha256sum FILE); an unverified binary is never installed",
+        "monitoring_exporter_listen_address='a b' is not an IP address or a host name (empty means every address)",
+        "monitoring_exporter_port=0 is not a TCP port: a whole number from 1 to 65535",
+        "monitoring_exporter_user='root' is not an unprivileged user name useradd accepts: a lower-case letter or "
+        "'_', then up to 31 lower-case letters, digits, '_' or '-', not root",
+        "monitoring_exporter_counters must be a non-empty list of {field, type, help}, like {field: "
+        "DCGM_FI_DEV_XID_ERRORS, type: gauge, help: Value of the last XID error encountered.}",
+    ]
+    assert core.problems(settings(exporter_src="mirror/x")) == [
+        "monitoring_exporter_src='mirror/x' is neither an absolute path on the controller nor an http(s) URL"]
+
+
+def test_a_control_character_in_the_listen_address_gets_the_shared_message():
+    value = "host\nExecStartPre=/bin/sh"
+    assert core.problems(settings(exporter_listen_address=value)) == [
+        control_character_problem(value, "monitoring_exporter_listen_address")]
+
+
+def test_the_edges_of_a_port_and_the_label_type_are_accepted():
+    assert core.problems(settings(exporter_port=1)) == []
+    assert core.problems(settings(exporter_port=65535)) == []
+    assert core.counter_problems([{"field": "DCGM_FI_DRIVER_VERSION", "type": "label", "help": "Driver."},
+                                  {"field": "DCGM_FI_DEV_XID_ERRORS", "type": "counter"}]) == []
+
+
+def test_every_bad_counter_is_reported_with_the_whole_message():
+    assert core.counter_problems([7, {"field": "GPU_TEMP", "type": "histogram", "help": "a, b"}, "x"]) == [
+        "monitoring_exporter_counters[0]=7 is not a {field, type, help} mapping",
+        "monitoring_exporter_counters[1].field='GPU_TEMP' is not a DCGM field name like DCGM_FI_DEV_GPU_TEMP",
+        "monitoring_exporter_counters[1].type='histogram' is none of gauge, counter, label",
+        "monitoring_exporter_counters[1].help='a, b' must be one line of text without a comma (it is a CSV field)",
+        "monitoring_exporter_counters[2]='x' is not a {field, type, help} mapping",
+    ]
+
+
+def test_dcgm_plan_skips_other_packages_and_says_the_whole_fix():
+    other = ["datacenter-gpu-manager-4-cuda12 | 1:4.5.0-1 | file:/repo  Packages"]
+    assert core.dcgm_plan(other + MADISON, "datacenter-gpu-manager-4-cuda13", "") == {
+        "version": "1:4.4.1-1", "problems": []}
+    assert core.dcgm_plan(other, "datacenter-gpu-manager-4-cuda13", "") == {"version": None, "problems": [
+        "monitoring_dcgm_package=datacenter-gpu-manager-4-cuda13 is not in the host's apt repositories: DCGM 4 "
+        "comes from NVIDIA's CUDA repository (the cuda role adds it) as datacenter-gpu-manager-4-cuda<CUDA major>; "
+        "add that repository or its mirror, or name the package the repository has. Nothing was installed"]}
+    assert core.dcgm_plan(MADISON, "datacenter-gpu-manager-4-cuda13", "1:4.0.0-1") == {"version": None, "problems": [
+        "monitoring_dcgm_version=1:4.0.0-1 of datacenter-gpu-manager-4-cuda13 is not in the repository; available: "
+        "1:4.4.1-1, 1:4.2.3-1. Set monitoring_dcgm_version to one of them, or leave it empty for the newest. "
+        "Nothing was installed"]}
+
+
+def test_the_whole_counters_file_and_a_counter_without_help():
+    assert core.counters_csv([{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge"}]) == (
+        "# Written by blackwell.gpu_node.monitoring (monitoring_exporter_counters). Format: DCGM field, "
+        "Prometheus metric type, help message\n"
+        "DCGM_FI_DEV_GPU_TEMP, gauge, \n")
+
+
+def test_the_whole_unit():
+    unit = core.exporter_unit(settings(), "/usr/local/bin/dcgm-exporter", "/etc/dcgm-exporter/counters.csv")
+    assert unit == "\n".join([
+        "# Written by blackwell.gpu_node.monitoring.",
+        "[Unit]",
+        "Description=NVIDIA DCGM exporter: GPU metrics for Prometheus",
+        "Wants=nvidia-dcgm.service",
+        "After=nvidia-dcgm.service network-online.target",
+        "",
+        "[Service]",
+        "User=dcgm-exporter",
+        "Group=dcgm-exporter",
+        "ExecStart=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv --address :9400 "
+        "--remote-hostengine-info localhost:5555",
+        "Restart=always",
+        "RestartSec=5",
+    ] + list(HARDENING) + ["ProtectHome=yes", "", "[Install]", "WantedBy=multi-user.target"]) + "\n"
+
+
+def test_scrape_targets_after_a_node_without_endpoints_and_with_empty_or_unset_values():
+    hostvars = {"gpu-4": {}, "gpu-5": {"sglang_server_enable_metrics": "yes", "sglang_server_port": "",
+                                       "gpu_node_metrics_address": "", "ansible_host": "10.0.0.5",
+                                       "gpu_node_monitoring": "perhaps"},
+                "gpu-6": {"sglang_server_enable_metrics": True}}
+    assert core.scrape_target_groups(["gpu-4", "gpu-5", "gpu-6"], hostvars) == [
+        {"targets": ["10.0.0.5:30000"], "labels": {"job": "sglang", "node": "gpu-5"}},
+        {"targets": ["gpu-6:30000"], "labels": {"job": "sglang", "node": "gpu-6"}},
+    ]
+
+
+def test_a_refused_node_gets_every_problem_in_one_message():
+    with pytest.raises(ValueError) as raised:
+        core.scrape_target_groups(["gpu-9"], {"gpu-9": {"ansible_host": "a b", "gpu_node_monitoring": True,
+                                                        "monitoring_exporter_port": 0}})
+    assert str(raised.value) == (
+        "host gpu-9: gpu_node_metrics_address (or ansible_host)='a b' is not an IP address or a host name; "
+        "monitoring_exporter_port=0 is not a TCP port: a whole number from 1 to 65535; fix the inventory. "
+        "The service-discovery file was not written")
