@@ -96,15 +96,15 @@ def parse_topology(text):
     header = next((CELL_SEPARATOR.split(row) for row in rows if row.strip().startswith("GPU0")), None)
     matrix = {}
     if header is not None:
-        columns = [cell.strip() for cell in header]
-        start = 1 if columns[0] == "" else 0
-        gpus = [name for name in columns[start:] if re.match(r"^GPU\d+$", name)]
+        # The header's cells that name a GPU; its leading empty cell (or none, when pasted without it) names none.
+        gpus = [name for name in (cell.strip() for cell in header) if re.fullmatch(r"GPU\d+", name)]
         for row in rows:
             cells = CELL_SEPARATOR.split(row)
             name = cells[0].strip()
-            if not re.match(r"^GPU\d+$", name):
+            if not re.fullmatch(r"GPU\d+", name):
                 continue
-            links = [cell.strip() for cell in cells[1:1 + len(gpus)]]
+            # zip stops at the last GPU column: the CPU and NUMA affinity columns after it are not links.
+            links = [cell.strip() for cell in cells[1:]]
             matrix[name] = dict((peer, link) for peer, link in zip(gpus, links) if peer != name)
     pairs = []
     for name in sorted(matrix, key=lambda gpu: int(gpu[3:])):

@@ -119,3 +119,21 @@ def test_the_choice_recorded_on_a_lent_gpu_host_replays(recording):
     report = json.loads((DATA / recording).read_text())
     name, reason = choose_nccl_profile(report["gpu_facts"])
     assert report["auto_said"] == ["runtime_env_nccl_profile=auto: %s (%s)" % (name, reason)]
+
+
+@pytest.mark.parametrize("facts, state", [
+    (None, "not gathered"), ({"state": "no_driver", "gpus": []}, "no_driver")])
+def test_no_gpu_visible_names_the_gpu_facts_state(facts, state):
+    assert choose_nccl_profile(facts) == ("none", (
+        "no GPU visible (gpu_facts state: %s): NCCL's defaults; once the driver is up, the next run chooses again, "
+        "or name a profile in runtime_env_nccl_profile" % state))
+
+
+def test_each_reason_to_keep_nccl_defaults_says_what_was_seen():
+    assert choose_nccl_profile(dict(pcie_blackwell_host(8), nvswitch=True)) == (
+        "none", "8 GPUs on an NVSwitch fabric: NCCL's defaults (NVLS, tree) suit it")
+    assert choose_nccl_profile(dict(pcie_blackwell_host(3), interconnect="nvlink",
+                                    nvlink_pairs=[[0, 1, 18], [1, 2, 4]])) == (
+        "none", "3 GPUs with NVLink between them (GPU0-GPU1 NV18, GPU1-GPU2 NV4): NCCL's defaults suit it")
+    assert choose_nccl_profile(dict(pcie_blackwell_host(4), interconnect="none")) == (
+        "none", "4 GPUs whose links nvidia-smi topo -m did not show: NCCL's defaults")

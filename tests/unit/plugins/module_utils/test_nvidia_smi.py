@@ -360,3 +360,36 @@ def test_no_answer_from_the_driver_leaves_nvswitch_unknown():
     said = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     facts = gather("/usr/bin/nvidia-smi", None, lambda argv: (9, said, ""), None, None)
     assert (facts["nvswitch"], facts["nvlink_generation"], facts["fabric"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("capability,generation", [
+    ("7.0", 2), ("8.0", 3), ("8.6", 3), ("9.0", 4), ("10.0", 5), ("10.3", 5), ("12.0", None)])
+def test_the_nvlink_generation_of_each_compute_capability(capability, generation):
+    facts = nvswitch_facts("ok", [{"compute_capability": capability}], [[0, 1, 4]], None, None)
+    assert facts["nvlink_generation"] == generation
+
+
+@pytest.mark.parametrize("pairs,switched", [
+    ([[0, 1, 18]], False),
+    ([[0, 1, 18], [0, 2, 1]], True),
+    ([[0, 2, 18], [1, 2, 1]], True),
+    ([[0, 1, 12], [0, 2, 6]], False),
+], ids=["18 links: direct", "19 links as the first GPU", "19 links as the peer", "18 links to two peers"])
+def test_more_nvlinks_than_a_gpu_has_means_nvswitches(pairs, switched):
+    assert nvswitch_facts("ok", [{"compute_capability": "9.0"}], pairs, None, None)["nvswitch"] is switched
+
+
+def test_a_gpu_whose_fabric_has_not_started_speaks_for_the_host():
+    fabrics = [{"state": "Completed", "status": "Success"}, {"state": "Not Started", "status": None}]
+    assert fabric_summary(fabrics) == {"state": "Not Started", "status": None}
+
+
+def test_without_a_joined_gpu_the_first_gpus_fabric_speaks():
+    assert fabric_summary([{"state": None, "status": None}]) == {"state": None, "status": None}
+
+
+def test_a_state_line_after_the_fabric_section_is_not_the_fabrics():
+    details = ("    Fabric\n        State : N/A\n        Status : N/A\n        CliqueId : N/A\n"
+               "        ClusterUUID : N/A\n    Power Smoothing\n        State : Enabled\n"
+               "    Fabric\n        State : Completed\n        Status : Success\n        ClusterUUID : 0\n")
+    assert parse_fabric(details) == [{"state": None, "status": None}, {"state": "Completed", "status": "Success"}]

@@ -702,3 +702,33 @@ def test_nvlink_5_switches_need_the_subnet_manager_beside_fabric_manager():
 def test_no_fabric_packages_say_nothing_about_them():
     report = evaluate(settings(), CU130, observed())
     assert not [line for line in report["checked"] + report["notes"] + report["problems"] if "fabric" in line.lower()]
+
+
+FABRIC_AT_580_95 = "nvidia-fabricmanager\t580.95.05-1\tii\nlibnvidia-nscq\t580.95.05-1\tii\n"
+
+
+def test_a_missing_subnet_manager_is_refused_with_the_whole_fix():
+    b200 = dict(HGX_H200, nvswitch_devices=[], nvlink_generation=5)
+    report = evaluate(settings(), CU130, observed(gpu=b200, fabric_packages=FABRIC_AT_580_95))
+    assert report["problems"] == [
+        "nvidia-fabricmanager is installed on NVLink 5 switches, but NVIDIA's NVLink subnet manager nvlsm is not, "
+        "without which the fabric does not come up: run role blackwell.gpu_node.cuda (cuda_fabric_manager: auto or "
+        "true installs it)."]
+
+
+def test_every_fabric_manager_package_is_checked_against_the_loaded_kernel_module():
+    packages = FABRIC_AT_580_95 + "nvidia-fabricmanager-dev\t580.95.05-1\tii\n"
+    # The kernel module's version is the loaded driver's; nvidia-smi's driver_version is its user space.
+    gpu = dict(HGX_H200, driver_version="580.82.07")
+    report = evaluate(settings(), CU130, observed(gpu=gpu, fabric_packages=packages))
+    assert ("nvidia-fabricmanager 580.95.05-1, nvidia-fabricmanager-dev 580.95.05-1 at the driver's version "
+            "580.95.05") in report["checked"]
+    without_module = dict(HGX_H200, kernel_module_version=None, driver_version="580.95.05")
+    report = evaluate(settings(), CU130, observed(gpu=without_module, fabric_packages=FABRIC_AT_580_95))
+    assert "nvidia-fabricmanager 580.95.05-1 at the driver's version 580.95.05" in report["checked"]
+
+
+def test_fabric_manager_is_checked_where_gpus_are_not_required():
+    report = evaluate(settings(gpus_required=False), CU130,
+                      observed(gpu=HGX_H200, fabric_packages=FABRIC_MANAGER_580_82))
+    assert [problem for problem in report["problems"] if problem.startswith("nvidia-fabricmanager 580.82.07-1 ")]

@@ -1,7 +1,11 @@
+import ast
 import json
 import os
+from pathlib import Path
 
+import jinja2
 import pytest
+import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
     HOOK_FILE,
@@ -10,6 +14,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env im
     RuntimeEnvError,
     apply_environment,
     build_environment,
+    inspect_argv,
     module_code,
     observe_venv,
     unconverged_reasons,
@@ -477,3 +482,90 @@ def test_the_owner_is_the_first_of_link_and_directory_that_is_not_roots():
     assert venv_owner([Stat(0), Stat(1000)], names.get) == (1000, "mlserve")
     assert venv_owner([Stat(1001), Stat(1000)], names.get) == (1001, None)
     assert venv_owner([Stat(0), Stat(0)], names.get) == (0, "root")
+
+
+# What the role's own tasks name (vars/main.yml): the core's constants must be the same names and argv.
+
+ROLE_VARS = Path(__file__).resolve().parents[4] / "roles" / "runtime_env" / "vars" / "main.yml"
+
+
+def role_vars():
+    return yaml.safe_load(ROLE_VARS.read_text())
+
+
+def test_the_files_observed_are_the_files_the_role_writes():
+    variables = role_vars()
+    assert variables["__runtime_env_module_dest"] == "{{ __runtime_env_venv.purelib }}/" + MODULE_FILE
+    assert variables["__runtime_env_hook_dest"] == "{{ __runtime_env_venv.purelib }}/" + HOOK_FILE
+
+
+@pytest.mark.parametrize("owner", [{"uid": 1000, "pw_name": "mlserve"}, {"uid": 0, "pw_name": "root"}])
+def test_the_inspection_argv_is_the_roles(owner):
+    variables = role_vars()
+    render = jinja2.Environment().from_string
+    as_owner = render(variables["__runtime_env_as_owner"]).render(__runtime_env_owner=owner)
+    expected = render("{{ %s | list }}" % variables["__runtime_env_inspect_argv"].strip()[2:-2]).render(
+        __runtime_env_as_owner=ast.literal_eval(as_owner), runtime_env_venv_path="/opt/ml-env",
+        lookup=lambda kind, name: "SCRIPT", __runtime_env_settings={"environment": {"CUDA_HOME": "/c"}})
+    assert inspect_argv("/opt/ml-env", owner["uid"], owner["pw_name"], "SCRIPT", ["CUDA_HOME"]) \
+        == ast.literal_eval(expected)
+
+
+def test_the_inspection_runs_as_a_non_root_owner_through_runuser():
+    assert inspect_argv("/opt/ml-env", 1000, "mlserve", "S", ["A", "B"]) == [
+        "runuser", "-u", "mlserve", "--", "env", "-i",
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "/opt/ml-env/bin/python", "-B", "-c", "S", "A", "B"]
+
+
+def test_each_unconverged_reason_says_what_differs():
+    observed = converged_observation()
+    observed["venv"].update(in_venv=False, hook=None)
+    observed["venv"]["environ"]["NCCL_PROTO"] = "Simple"
+    observed["files"][MODULE_FILE].update(content="edited")
+    observed["files"][HOOK_FILE].update(mode=0o664)
+    assert unconverged_reasons(observed, dict(ENVIRONMENT, NCCL_ALGO="Ring"), FILES) == [
+        "the interpreter does not run as a virtualenv",
+        "the hook does not import the environment module",
+        "NCCL_ALGO is None, not 'Ring'",
+        "NCCL_PROTO is 'Simple', not 'LL'",
+        "00-blackwell-gpu-node-env.pth is not root's with mode 0644",
+        "_blackwell_gpu_node_env.py differs from what the role renders",
+    ]
+    observed["files"].pop(HOOK_FILE)
+    assert "00-blackwell-gpu-node-env.pth is missing or not a regular file" in unconverged_reasons(
+        observed, ENVIRONMENT, FILES)
+
+
+def test_observe_returns_the_report_and_each_files_owner_mode_and_text(tmp_path):
+    purelib = make_venv(tmp_path / "venv")
+    (purelib / MODULE_FILE).write_text(MODULE_TEXT)
+    (purelib / MODULE_FILE).chmod(0o640)
+    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(purelib, []), lambda uid: "mlserve")
+    assert observed == {
+        "venv": {"in_venv": True, "purelib": str(purelib), "hook": None, "environ": {}},
+        "files": {MODULE_FILE: {"uid": os.getuid(), "gid": os.getgid(), "mode": 0o640, "content": MODULE_TEXT}},
+    }
+
+
+def test_observe_names_the_variable_and_the_reason_it_refuses(tmp_path):
+    venv = tmp_path / "venv"
+    assert observe_venv(str(venv), "", [], reporting(tmp_path, []), lambda uid: "x") == {
+        "error": "runtime_env_venv_path=%s: No such file or directory" % venv}
+    make_venv(venv)
+    (venv / "bin" / "python").unlink()
+    # pyvenv.cfg alone is not a virtualenv: its interpreter must be there too.
+    assert observe_venv(str(venv), "", [], reporting(tmp_path, []), lambda uid: "x") == {
+        "error": "runtime_env_venv_path=%s is not a virtualenv" % venv}
+
+
+def test_observe_refuses_a_virtualenv_whose_owner_has_no_user(tmp_path, monkeypatch):
+    make_venv(tmp_path / "venv")
+    real_stat = os.stat
+
+    def stat_owned_by_4242(path, *args, **kwargs):
+        found = real_stat(path, *args, **kwargs)
+        return os.stat_result((found.st_mode, found.st_ino, found.st_dev, found.st_nlink, 4242) + tuple(found)[5:])
+    monkeypatch.setattr(os, "lstat", stat_owned_by_4242)
+    assert observe_venv(str(tmp_path / "venv"), "", [], reporting(tmp_path, []), lambda uid: None) == {
+        "error": "the virtualenv belongs to uid 4242, which has no user"}

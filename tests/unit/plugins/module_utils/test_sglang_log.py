@@ -320,3 +320,29 @@ def test_end_of_data_waits_for_a_cut_traceback_by_default():
     classifier.feed("Traceback (most recent call last):")
     classifier.end_of_data()
     assert classifier.failure is None
+
+
+# Python 3.11 prints an exception group's traceback with every line indented, its exception line too: the chained
+# line after it is the first unindented one, and must not be taken for the exception line.
+EXCEPTION_GROUP = [
+    "  + Exception Group Traceback (most recent call last):",
+    '  |   File "/opt/ml-env/bin/x.py", line 2, in <module>',
+    '  |     raise ExceptionGroup("eg", [ValueError("x")])',
+    "  | ExceptionGroup: eg (1 sub-exception)",
+    "  +-+---------------- 1 ----------------",
+    "    | ValueError: x",
+    "    +------------------------------------",
+    "",
+]
+
+
+@pytest.mark.parametrize("chained", [
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+])
+def test_a_chained_line_after_an_exception_group_waits_for_the_next_traceback(chained):
+    lines = EXCEPTION_GROUP + [chained, ""]
+    assert classify(lines).failure is None
+    complete = lines + ["Traceback (most recent call last):", '  File "/opt/ml-env/bin/x.py", line 4, in <module>',
+                        '    raise RuntimeError("y")', "RuntimeError: y"]
+    assert classify(complete).failure.cause == "RuntimeError: y"
