@@ -76,3 +76,16 @@ def test_diagnose_names_the_crash_two_launches_ago_in_its_report_on_the_controll
     assert verdicts[0].startswith("localhost: running (pid %d); the launch 2 before the latest failed: RuntimeError"
                                   % diagnosis["state"]["pid"])
     assert verdicts[1] == "Full report: %s" % report_path
+
+
+def test_validate_proves_the_runtime_environment_of_the_virtualenv_it_is_given(server):
+    # validate computes the environment the inventory asks for before it inspects and starts the virtualenv: a
+    # virtualenv that never had it rendered is named for the variable that does not take effect, not for a task
+    # that could not run.
+    launch(server, "ready", 1)
+    returncode, results = playbook("validate.yml", server, "-e", "runtime_env_venv_path=%s" % (CHECKOUT / ".venv"),
+                                   "-e", "runtime_env_nccl_profile=none")
+    assert returncode != 0
+    (line,) = [problem for problem in results["Report the node"]["msg"]["problems"]
+               if problem.startswith("runtime_env:")]
+    assert "SGLANG_DISABLE_CUDNN_CHECK" in line, line
