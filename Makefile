@@ -38,18 +38,22 @@ help:
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
-# sanity (CPU: pylint and friends in ansible-test's own virtualenvs) runs beside the molecule scenarios, which spend
-# most of their time waiting on apt, pip and the servers they start: on 2 cores that hides most of its minutes.
-# Its output is kept in .build/sanity.log and printed when both are done; either failing fails `make test`.
+# sanity (CPU: pylint and friends in ansible-test's own virtualenvs) and then the integration tests (Ansible against
+# real processes on this machine, no containers) run beside the molecule scenarios, which spend most of their time
+# waiting on apt, pip and the servers they start: on 2 cores that hides most of their minutes. Their output is kept
+# in .build/sanity.log and .build/integration.log and printed when all are done; any failing fails `make test`.
 SANITY_LOG := $(CURDIR)/.build/sanity.log
-test: lint units integration installed
+INTEGRATION_LOG := $(CURDIR)/.build/integration.log
+test: lint units installed
 	mkdir -p $(dir $(SANITY_LOG))
-	@echo "==> sanity runs beside molecule, its output in $(SANITY_LOG)"
-	$(MAKE) --no-print-directory sanity >$(SANITY_LOG) 2>&1 & sanity=$$!; \
+	@echo "==> sanity, then the integration tests, run beside molecule; their output in $(SANITY_LOG) and $(INTEGRATION_LOG)"
+	{ sanity_status=0; $(MAKE) --no-print-directory sanity >$(SANITY_LOG) 2>&1 || sanity_status=$$?; \
+	  integration_status=0; $(MAKE) --no-print-directory integration >$(INTEGRATION_LOG) 2>&1 || integration_status=$$?; \
+	  [ $$sanity_status = 0 ] && [ $$integration_status = 0 ]; } & beside=$$!; \
 	molecule_status=0; $(MAKE) --no-print-directory molecule || molecule_status=$$?; \
-	sanity_status=0; wait $$sanity || sanity_status=$$?; \
-	echo "==> sanity (exit status $$sanity_status):"; cat $(SANITY_LOG); \
-	[ $$molecule_status = 0 ] && [ $$sanity_status = 0 ]
+	beside_status=0; wait $$beside || beside_status=$$?; \
+	echo "==> sanity:"; cat $(SANITY_LOG); echo "==> integration:"; cat $(INTEGRATION_LOG); \
+	[ $$molecule_status = 0 ] && [ $$beside_status = 0 ]
 
 $(BIN)/.toolchain: requirements/tools.txt
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || tests/fixtures/require-debian-package.sh python3-venv
