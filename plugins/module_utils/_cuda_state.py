@@ -120,7 +120,7 @@ def observe_host(settings, run, python):
         observed["stale_linker_entries"] = classify(files, int(major), os.path.realpath)["stale_entries"]
         observed["undecodable_linker_files"] = undecodable
     observed["linked"] = None
-    if settings["register"]:
+    if settings["registered"]:
         rc, out, _err = run([python, "-c", settings["linked_script"], major])
         try:
             observed["linked"] = json.loads(out) if rc == 0 else None
@@ -280,6 +280,6 @@ def unconverged_reasons(settings, observed):
     if not adopted(settings, observed):
         reasons.extend(_repository_reasons(settings, observed))
         reasons.extend(_toolkit_reasons(settings, observed))
-    if settings["register"]:
+    if settings["registered"]:
         reasons.extend(_registration_reasons(settings, observed))
     return reasons

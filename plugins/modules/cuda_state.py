@@ -113,7 +113,7 @@ options:
     description: The role's state directory, mode C(0755).
     type: path
     required: true
-  register:
+  registered:
     description: Whether the role registers CUDA with the linker and login shells (cuda_register).
     type: bool
     required: true
@@ -152,7 +152,7 @@ EXAMPLES = r"""
     keyring: /usr/share/keyrings/cuda-archive-keyring.gpg
     exported_key: /var/lib/blackwell-gpu-node/cuda/cuda-repository-key.gpg
     state_dir: /var/lib/blackwell-gpu-node/cuda
-    register: true
+    registered: true
     registration_files:
       /etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf: "/usr/local/cuda-13.0/lib64\n"
     linked_script: "{{ lookup('ansible.builtin.file', 'linked_cuda.py') }}"
@@ -178,7 +178,7 @@ adopted:
   type: bool
 linked:
   description: What the linker resolves for CUDA's runtime and NVRTC, as the role's verification reads it; null
-    when O(register) is false or it could not be read.
+    when O(registered) is false or it could not be read.
   returned: always
   type: dict
   sample: {"cache": {"libcudart.so.13": ["/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcudart.so.13.0.96"]},
@@ -252,7 +252,7 @@ def main():
             keyring=dict(type="path", required=True, no_log=False),
             exported_key=dict(type="path", required=True, no_log=False),
             state_dir=dict(type="path", required=True),
-            register=dict(type="bool", required=True),
+            registered=dict(type="bool", required=True),
             registration_files=dict(type="dict", required=True),
             linked_script=dict(type="str", required=True),
             linker_conf_dir=dict(type="path", default="/etc/ld.so.conf.d"),

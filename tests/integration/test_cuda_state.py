@@ -21,7 +21,7 @@ ARGS = dict(
     keyring="/nonexistent/cuda-archive-keyring.gpg",
     exported_key="/nonexistent/cuda-repository-key.gpg",
     state_dir="/nonexistent/state",
-    register=True,
+    registered=True,
     registration_files={"/nonexistent/000-cuda.conf": "/nonexistent/cuda-13.0/lib64\n"},
     linked_script="import json; print(json.dumps({'cache': {}}))",
 )

@@ -46,7 +46,7 @@ def base_settings():
         keyring=KEYRING,
         exported_key=EXPORTED,
         state_dir="/var/lib/blackwell-gpu-node/cuda",
-        register=True,
+        registered=True,
         registration_files={LINKER_CONF: "# Ansible managed\n%s/lib64\n" % HOME, PROFILE: "export CUDA_HOME=%s\n" % HOME},
         linked_script="print('{}')",
         linker_conf_dir="/etc/ld.so.conf.d",
@@ -176,7 +176,7 @@ def test_inputs_the_role_does_not_read_in_that_case_leave_it_converged():
     observed["files"].pop(LINKER_CONF)
     observed["linked"] = None
     observed["alternative"] = None
-    assert reasons_for(settings=changed_setting("register", False), observed=observed) == []
+    assert reasons_for(settings=changed_setting("registered", False), observed=observed) == []
 
 
 def changed_observation(change):
@@ -351,7 +351,7 @@ def test_observe_host_reads_the_commands_and_files(tmp_path):
 
 
 def test_observe_host_asks_only_what_the_settings_need(tmp_path):
-    settings = dict(base_settings(), linker_conf_dir=str(tmp_path / "missing"), revoked_key_ids=[], register=False)
+    settings = dict(base_settings(), linker_conf_dir=str(tmp_path / "missing"), revoked_key_ids=[], registered=False)
     host = FakeHost({"update-alternatives": (0, "Name: cuda\nValue: /x\n", ""), "python3": (0, "not json", "")})
     observed = observe_host(settings, host, "python3")
     assert [argv[0] for argv in host.argvs] == ["dpkg-query", "apt-cache", "gpg", "update-alternatives"]
