@@ -34,6 +34,8 @@ REPOSITORY_TOOLS = ("gpg", "ca-certificates")
 INSTALLED = re.compile(r"(install|hold) ok installed")
 # ... and whatever its selection: a package dpkg installed is never adopted.
 INSTALLED_BY_DPKG = re.compile(r"[a-z]+ ok installed")
+# ASCII only: str.isdigit() is also true for "²", which int() refuses.
+DIGITS = re.compile(r"[0-9]+")
 # apt-key lists 16-hex-digit key ids; a short id of 8 matches their end, as ansible.builtin.apt_key compares them.
 HEX_ID = re.compile(r"(0[xX])?([0-9A-Fa-f]+)")
 
@@ -92,8 +94,8 @@ def observe_host(settings, run, python):
     """
     package = settings["toolkit_package"]
     major = settings["cuda_series"].split(".")[0]
-    _rc, out, _err = run(["dpkg-query", "--show", "--showformat=${Package}\t${Status}\t${Version}\n", package]
-                        + list(REPOSITORY_TOOLS))
+    query = ["dpkg-query", "--show", "--showformat=${Package}\t${Status}\t${Version}\n", package]
+    _rc, out, _err = run(query + list(REPOSITORY_TOOLS))
     observed = dict(packages=_packages(out), runtime_exists=os.path.exists(
         "%s/lib64/libcudart.so.%s" % (settings["cuda_home"], major)))
     _rc, out, _err = run(["apt-cache", "madison", package])
@@ -151,15 +153,15 @@ def _preflight_reasons(settings):
     if (settings["os_id"] not in settings["supported_os"]
             or settings["architecture"] not in settings["supported_architectures"]
             or not settings["repo_architecture"]):
-        reasons.append("%s on %s is not a platform of the stack profile" % (settings["os_id"],
-                                                                           settings["architecture"]))
+        reasons.append("%s on %s is not a platform of the stack profile"
+                       % (settings["os_id"], settings["architecture"]))
     reasons.extend(cuda_home_problems(settings["cuda_home"], settings["cuda_series"]))
     gpu = settings["gpu"]
     if not isinstance(gpu, dict):
         reasons.append("the GPU driver was not read")
     elif not settings["driver_install"] and gpu.get("state") == "ok":
-        branch = str(gpu.get("driver_version") or "").split(".")[0]
-        if not branch.isdigit() or int(branch) < settings["driver_branch_min"]:
+        branch = str(gpu.get("driver_version") or "").split(".", 1)[0]
+        if not DIGITS.fullmatch(branch) or int(branch) < settings["driver_branch_min"]:
             reasons.append("driver %s is older than branch %d" % (gpu.get("driver_version"),
                                                                   settings["driver_branch_min"]))
     return reasons
@@ -176,8 +178,8 @@ def _file_reasons(expected, observed):
         elif not found["regular"]:
             reasons.append("%s is not a regular file" % path)
         elif found["uid"] != 0 or found["mode"] != "0644":
-            reasons.append("%s is owned by uid %d with mode %s, not root's with 0644" % (path, found["uid"],
-                                                                                       found["mode"]))
+            reasons.append("%s is owned by uid %d with mode %s, not root's with 0644"
+                           % (path, found["uid"], found["mode"]))
         elif found["data"] != (expected[path].encode("utf-8") if isinstance(expected[path], str) else expected[path]):
             reasons.append("%s differs from what the role writes" % path)
     return reasons

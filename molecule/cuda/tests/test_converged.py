@@ -70,11 +70,11 @@ def converged(tasks):
     return not [name for name in tasks if name in CHANGERS]
 
 
-def acted(tasks, *changed):
-    """The check said why, every task ran, and exactly the named ones changed something."""
+def changed_after_acting(tasks):
+    """Which of the role's tasks changed something, once the check said why and every task ran."""
     assert tasks[CHECK]["reasons"] and SAID not in tasks
     assert all(name in tasks for name in (HOLD, TOOLKIT, LIST, LINKER, PROFILE)), sorted(tasks)
-    return sorted(name for name in CHANGERS if tasks[name].get("changed")) == sorted(changed)
+    return sorted(name for name in CHANGERS if tasks[name].get("changed"))
 
 
 def test_a_converged_host_costs_the_check_alone(run_role):
@@ -96,22 +96,23 @@ def test_inputs_of_other_roles_and_of_the_driver_in_a_container_leave_it_converg
 
 
 def test_each_input_alone_makes_it_act(run_role):
-    assert acted(run_role(cuda_hold=False), HOLD)
-    assert acted(run_role(), HOLD)
-    assert acted(run_role(cuda_toolkit_version="13.0.2-1"), TOOLKIT)
-    assert acted(run_role(), TOOLKIT)
+    assert changed_after_acting(run_role(cuda_hold=False)) == sorted([HOLD])
+    assert changed_after_acting(run_role()) == sorted([HOLD])
+    # apt changes a held package's selection when it moves it to another version: held again at once.
+    assert changed_after_acting(run_role(cuda_toolkit_version="13.0.2-1")) == sorted([TOOLKIT, HOLD])
+    assert changed_after_acting(run_role()) == sorted([TOOLKIT, HOLD])
     assert converged(run_role())
 
 
 def test_each_change_on_the_host_makes_it_act_and_repair(run_role, fresh):
     fresh.check_output("echo 'export CUDA_HOME=/elsewhere' >> /etc/profile.d/blackwell-gpu-node-cuda.sh")
-    assert acted(run_role(), PROFILE)
+    assert changed_after_acting(run_role()) == sorted([PROFILE])
     fresh.check_output("chmod 0600 /etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf")
-    assert acted(run_role(), LINKER)
+    assert changed_after_acting(run_role()) == sorted([LINKER])
     fresh.check_output("rm /etc/apt/sources.list.d/cuda-debian12-x86_64.list")
-    assert acted(run_role(), LIST)
+    assert changed_after_acting(run_role()) == sorted([LIST])
     fresh.check_output("echo /usr/local/cuda-12.8/lib64 > /etc/ld.so.conf.d/cuda-12-by-hand.conf")
-    assert acted(run_role(), STALE)
+    assert changed_after_acting(run_role()) == sorted([STALE])
     fresh.check_output("apt-mark unhold cuda-toolkit-13-0")
-    assert acted(run_role(), HOLD)
+    assert changed_after_acting(run_role()) == sorted([HOLD])
     assert converged(run_role())

@@ -126,6 +126,7 @@ SETTING_CHANGES = [
     ("gpu", None, "the GPU driver was not read"),
     ("gpu", {"state": "ok", "driver_version": "575.51.03"}, "driver 575.51.03 is older than branch 580"),
     ("gpu", {"state": "ok", "driver_version": "unknown"}, "older than branch 580"),
+    ("gpu", {"state": "ok", "driver_version": "\u00b2580.1"}, "older than branch 580"),
     ("toolkit_version", "13.0.2-1", "not installed at 13.0.2-1"),
     ("toolkit_version", "13.0.9-1", "cuda-toolkit-13-0=13.0.9-1 is not in the repository's lists"),
     ("hold", False, "selection is hold, cuda_hold is False"),
