@@ -263,13 +263,18 @@ def report(rows):
     for row in rows[1:]:
         if row["label"] == "docker":
             spent = row["again_cpu"] + row["nodes_cpu"]
+            busy = row["busy"] / cores / row["again"]
             print("   %d nodes (%d forks) against 1: wall %s, controller CPU per node %s (settle run before it:"
                   " %.1f s). The controller's %.1f CPU s and the nodes' %.1f, on %d cores, need at least %.1f s:"
-                  " %.0f%% of the wall time (%.1f s); the machine was busy %.0f%% of it."
+                  " %.0f%% of the wall time (%.1f s); the machine was busy %.0f%% of it: %s."
                   % (row["nodes"], row["forks"], ratio(row["again"], one["again"]),
                      ratio(row["again_cpu"] / row["nodes"], one["again_cpu"]), row["settle"], row["again_cpu"],
                      row["nodes_cpu"], cores, spent / cores, 100 * spent / cores / row["again"], row["again"],
-                     100 * row["busy"] / cores / row["again"]))
+                     100 * busy,
+                     # Cores busy all along bound the run, whoever kept them busy; idle cores mean it waited.
+                     ("the cores bound it, and this bench had %.0f%% of them (other work took the rest)"
+                      % (100 * spent / cores / row["again"])) if busy > 0.9
+                     else "not the CPU alone: the run waited with cores idle (docker exec, the daemon, I/O)"))
     ssh = {row["label"]: row for row in rows if row["label"].startswith("ssh")}
     if ssh:
         on, off = ssh["ssh, pipelining on"], ssh["ssh, pipelining off"]
@@ -283,7 +288,7 @@ def report(rows):
                  ratio(off["again_cpu"], on["again_cpu"])))
 
 
-def terminate(number, frame):
+def terminate(number, _frame):
     """On TERM (a timeout around the bench): end the playbook running now, with its workers, then leave through
     main's finally, which removes the containers."""
     for pid in descendants(os.getpid()) - {os.getpid()}:
