@@ -31,7 +31,7 @@ help:
 	@echo "make docs   build the documentation site (antsibull-docs, Sphinx) into .build/docs"
 	@echo "make ee     build the execution environment and run site in it against the demo node, as AWX does"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
-	@echo "make bench-site  site on 1 and 8 converged nodes: wall, tasks, controller CPU, against as many no-op tasks"
+	@echo "make bench-site  site's converged run on 1 and 8 nodes, docker and SSH (pipelining on, off), against as many no-op tasks (BENCH_SITE_ARGS='--fleet 0 --skip-ssh')"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
 	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... JOBS=... DEADLINE=...)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
@@ -140,8 +140,9 @@ ee: toolchain engine
 bench-wait: toolchain
 	python bench/wait_for_server.py
 
+# BENCH_SITE_ARGS: bench/site.py's options, e.g. --fleet 0 (no fleet row) or --skip-ssh (no SSH rows).
 bench-site: toolchain engine
-	$(FIXTURES); python bench/site.py
+	$(DEMO_FIXTURES); python bench/site.py $(BENCH_SITE_ARGS)
 
 bench-upgrade: toolchain engine
 	$(FIXTURES); python bench/upgrade.py
