@@ -41,11 +41,11 @@ attributes:
 options:
   settings:
     description:
-      - The preflight role's variables without their C(preflight_) prefix, typed (C(gpus_required), C(expected_gpu_family),
-        C(expected_compute_capability), C(expected_gpu_count), C(tensor_parallel_size), C(pipeline_parallel_size),
-        C(nnodes), C(node_rank), C(dist_init_addr), C(model_path), C(model_is_hub_id), C(venv_path), C(venv_python),
-        C(venv_min_free_gib), C(service_user_name), C(service_user_create), C(driver_install), C(driver_reboot),
-        C(fabric_manager), C(host), C(port)).
+      - The preflight role's variables without their C(preflight_) prefix, typed (C(gpus_required),
+        C(expected_gpu_family), C(expected_compute_capability), C(expected_gpu_count), C(tensor_parallel_size),
+        C(pipeline_parallel_size), C(nnodes), C(node_rank), C(dist_init_addr), C(model_path), C(model_is_hub_id),
+        C(venv_path), C(venv_python), C(venv_min_free_gib), C(service_user_name), C(service_user_create),
+        C(driver_install), C(driver_reboot), C(fabric_manager), C(host), C(port)).
     type: dict
     required: true
   profile:
@@ -65,17 +65,21 @@ options:
     default: []
   venv_probe:
     description:
-      - The Python source that C(venv_python) of O(settings) runs to print its version and whether it can create
-        virtualenvs (role C(blackwell.gpu_node.ml_stack)'s C(inspect_python.py)). Run only when C(venv_path) of O(settings)
-        and C(venv_python) of O(settings) are set.
+      - The Python source that C(venv_python) of O(settings) runs to print its version and whether it can
+        create virtualenvs (role C(blackwell.gpu_node.ml_stack)'s C(inspect_python.py)). Run only when
+        C(venv_path) and C(venv_python) of O(settings) are set.
     type: str
     required: true
   server_name:
-    description: The name of the server whose port C(port) of O(settings) may hold (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:name)).
+    description:
+      - The name of the server whose port C(port) of O(settings) may hold
+        (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:name)).
     type: str
     default: sglang
   server_state_dir:
-    description: Where that server's state is recorded (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:state_dir)).
+    description:
+      - Where that server's state is recorded
+        (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:state_dir)).
     type: path
     default: /var/lib/blackwell-gpu-node
 """
