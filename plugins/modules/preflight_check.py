@@ -171,8 +171,10 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     Instance,
     InvalidOption,
     SystemdFailed,
+    name_problems,
     observe_recorded,
     port_state,
+    text_problems,
 )
 
 # ansible.builtin.setup's minimal subset, which gather_subset [!all, min] gathers.
@@ -214,9 +216,15 @@ def server_port_state(module, params):
     port = params["settings"].get("port")
     if port is None:
         return None
+    host = params["settings"].get("host") or "127.0.0.1"
+    # What sglang_server refuses before it reads its state, refused here too, with its words.
+    problems = (name_problems(dict(name=params["server_name"], state_dir=params["server_state_dir"]))
+                + text_problems(dict(host=host)))
+    if problems:
+        module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
     try:
         recorded, ours, _unit = observe_recorded(module, Instance(params["server_state_dir"], params["server_name"]))
-        return port_state(recorded, ours, params["settings"].get("host") or "127.0.0.1", port)
+        return port_state(recorded, ours, host, port)
     except (BadState, InvalidOption, SystemdFailed) as exc:
         module.fail_json(msg=str(exc), changed=False)
 
