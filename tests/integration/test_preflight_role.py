@@ -113,7 +113,6 @@ def test_a_port_held_by_another_process_refuses_the_host(run_role):
     assert "preflight_port 127.0.0.1:%d is in use by another process" % port in tasks[CHECK]["msg"]
 
 
-
 def test_a_server_name_that_would_name_files_elsewhere_is_refused_before_anything_is_read(run_role):
     tasks, failed = run_role(preflight_server_name="../elsewhere")
     assert failed

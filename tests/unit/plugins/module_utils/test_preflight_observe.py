@@ -72,8 +72,8 @@ def test_a_hub_id_or_no_model_is_not_looked_for_on_disk(tmp_path):
 
 
 def test_the_interpreter_report_is_its_json():
-    assert venv_python_state(0, '{"version": "3.11.2", "venv_error": null}\n', "") == dict(version="3.11.2",
-                                                                                          venv_error=None)
+    printed = '{"version": "3.11.2", "venv_error": null}\n'
+    assert venv_python_state(0, printed, "") == dict(version="3.11.2", venv_error=None)
 
 
 def test_an_interpreter_that_fails_gives_its_error_output_or_exit_status():
