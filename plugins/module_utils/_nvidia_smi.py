@@ -1,16 +1,22 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, blackwell.gpu_node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Parse what nvidia-smi and the driver say about a host's GPUs: the core of gpu_facts.
+"""Parse what nvidia-smi and the driver say about a host's GPUs: the core of gpu_facts (and of preflight_check,
+which gathers the same facts).
 
-Pure functions over text, so that recorded outputs of real hosts test them.
+Pure functions over text, so that recorded outputs of real hosts test them; gather_host() reads the host for them.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+import os
 import re
+
+PROC_VERSION = "/proc/driver/nvidia/version"
+# The NVSwitch driver's PCI binding: one entry per switch it holds (besides bind, unbind, module...).
+NVSWITCH_DRIVER = "/sys/bus/pci/drivers/nvidia-nvswitch"
 
 QUERY_FIELDS = (
     "index", "name", "uuid", "compute_cap", "memory.total", "pcie.link.gen.current", "pcie.link.gen.max",
@@ -253,3 +259,24 @@ def gather(nvidia_smi, modinfo, run, proc_version, nvswitch_devices=None):
     facts.update(nvswitch_facts(facts["state"], facts["gpus"], facts["nvlink_pairs"], facts["fabric"],
                                 nvswitch_devices))
     return facts
+
+
+def read_proc_version(path=PROC_VERSION):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def list_nvswitch_driver(path=NVSWITCH_DRIVER):
+    try:
+        return os.listdir(path)
+    except (IOError, OSError):
+        return None
+
+
+def gather_host(module):
+    """gather() on this host, with the module's commands."""
+    return gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"]),
+                  module.run_command, read_proc_version(), list_nvswitch_driver())

@@ -10,7 +10,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+import json
+import os
+import pwd
 import re
+import stat
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import parse_installed
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import (
@@ -44,6 +48,9 @@ GPU_STATE_FIXES = {
 }
 
 GIB = 1024 ** 3
+
+# Where Debian and Ubuntu announce a pending reboot, and the packages that asked for it.
+REBOOT_REQUIRED = "/var/run/reboot-required"
 
 
 def family_of(compute_capability):
@@ -392,3 +399,88 @@ def evaluate(settings, profile, observed):
     check_disk(report, settings, profile, observed.get("disk", {}), observed.get("venv_python") or {})
     check_port(report, settings, observed.get("port_state"))
     return report.as_dict()
+
+
+def reboot_required_state(path=REBOOT_REQUIRED):
+    """(whether the system announced a pending reboot, the packages that asked for it)."""
+    if not os.path.lexists(path):
+        return False, []
+    try:
+        with open(path + ".pkgs", "rb") as handle:
+            return True, handle.read().decode("utf-8", "replace").split()
+    except (IOError, OSError):
+        return True, []
+
+
+def model_state(settings):
+    """The model directory and its config.json as lstat sees them; nothing for a hub id or no model."""
+    path = settings.get("model_path")
+    if path is None or settings.get("model_is_hub_id"):
+        return dict(exists=False, is_dir=False, config_json=False)
+    try:
+        # The trailing separator resolves a link to the directory, as `stat path/` does.
+        directory = os.lstat(os.path.join(path, ""))
+    except OSError:
+        return dict(exists=False, is_dir=False, config_json=False)
+    return dict(exists=True, is_dir=stat.S_ISDIR(directory.st_mode),
+                config_json=os.path.lexists(os.path.join(path, "config.json")))
+
+
+def free_space(venv_path):
+    """Free space for a virtualenv that may not exist yet: that of the filesystem its nearest existing ancestor is
+    on, and the names beside the stable path (where ml_stack keeps one virtualenv per profile:
+    <name>.<profile>-<digest>)."""
+    venv = os.path.abspath(venv_path)
+    directory = venv
+    while not os.path.exists(directory):
+        directory = os.path.dirname(directory)
+    mount = directory
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    filesystem = os.statvfs(directory)
+    parent, prefix = os.path.dirname(venv), os.path.basename(venv) + "."
+    siblings = sorted(name for name in os.listdir(parent) if name.startswith(prefix)) if os.path.isdir(parent) else []
+    return dict(siblings=siblings, directory=directory, mount=mount,
+                free_bytes=filesystem.f_bavail * filesystem.f_frsize)
+
+
+def user_exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def venv_python_state(returncode, stdout, stderr):
+    """What ml_stack's inspect_python.py printed, or {error} when the interpreter did not run it."""
+    if returncode == 0:
+        try:
+            return json.loads(stdout)
+        except ValueError:
+            return dict(error="it printed no JSON: %s" % stdout.strip()[:200])
+    return dict(error=stderr.strip() or "exit status %d" % returncode)
+
+
+def observe(settings, facts, gpu, venv_python, fabric_packages, port_state, host, peers,
+            reboot_required_path=REBOOT_REQUIRED):
+    """What evaluate() weighs, from the host's facts (Ansible's min subset, without the ansible_ prefix), gpu_facts'
+    gpu, the venv interpreter's report (venv_python_state, {} when not asked), dpkg-query's output, the port's
+    state, this host's name and the places every host of the play published; the rest is read here."""
+    reboot_required, packages = reboot_required_state(reboot_required_path)
+    venv_path = settings.get("venv_path")
+    return dict(
+        host=host, distribution=facts["distribution"], distribution_version=facts["distribution_version"],
+        architecture=facts["architecture"], gpu=gpu, reboot_required=reboot_required,
+        reboot_required_packages=packages, model=model_state(settings),
+        disk=free_space(venv_path) if venv_path is not None else {}, port_state=port_state,
+        venv_python=venv_python,
+        service_user_exists=not settings.get("service_user_create") and user_exists(settings["service_user_name"]),
+        fabric_packages=fabric_packages, peers=peers)
+
+
+def refusal(host, report):
+    """The message a refused host fails with: every problem at once."""
+    return "Preflight refused %s; nothing was changed on it. %d problem(s): %s" % (
+        host, len(report["problems"]),
+        "".join("(%d) %s " % (number, problem) for number, problem in enumerate(report["problems"], 1)))

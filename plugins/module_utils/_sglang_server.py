@@ -240,6 +240,48 @@ def log_path_problem(log_path):
             "server's log" % (log_path, kind))
 
 
+class SystemdFailed(RuntimeError):
+    pass
+
+
+def systemctl(module, *args, **kwargs):
+    """Run systemctl; SystemdFailed when it fails, unless check=False."""
+    command = [module.get_bin_path("systemctl", required=True)] + list(args)
+    rc, out, err = module.run_command(command)
+    if rc != 0 and kwargs.get("check", True):
+        raise SystemdFailed("%s failed (%d): %s" % (" ".join(command), rc, (err or out).strip()))
+    return out
+
+
+def observe_unit(module, unit):
+    """What systemd says of the unit, in one call: under systemd the unit, not a pid, is the server."""
+    return unit_status(systemctl(module, "show", "--property=" + ",".join(UNIT_PROPERTIES), unit))
+
+
+def observe_recorded(module, instance):
+    """(recorded state or None, whether that server runs, what systemd says of its unit or None). BadState,
+    InvalidOption or SystemdFailed when the state cannot be trusted or systemd not asked."""
+    recorded = instance.load()
+    if recorded and recorded.get("manager") == "systemd":
+        # Restarts by systemd, a reboot or `systemctl restart` give the unit another main pid: it is
+        # still the same server.
+        unit_state = observe_unit(module, recorded["unit"])
+        recorded["pid"] = unit_state["pid"] or recorded["pid"]
+        return recorded, unit_state["running"], unit_state
+    return recorded, bool(recorded) and instance.running(recorded), None
+
+
+def recorded_option(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def port_state(recorded, ours, host, port):
+    """`ours` when our running server listens on port, else bind_state()."""
+    if ours and recorded_option(recorded["argv"], "--port") == str(port):
+        return "ours"
+    return bind_state(host, port)
+
+
 def bind_state(host, port):
     """`free` when host:port can be bound here, `in_use` when another socket has it; InvalidOption naming
     host when host does not resolve, or is not an address of this host."""

@@ -161,37 +161,13 @@ ansible_facts:
           sample: {state: Completed, status: Success}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather
-
-PROC_VERSION = "/proc/driver/nvidia/version"
-# The NVSwitch driver's PCI binding: one entry per switch it holds (besides bind, unbind, module...).
-NVSWITCH_DRIVER = "/sys/bus/pci/drivers/nvidia-nvswitch"
-
-
-def read_proc_version():
-    try:
-        with open(PROC_VERSION) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def list_nvswitch_driver():
-    try:
-        return os.listdir(NVSWITCH_DRIVER)
-    except (IOError, OSError):
-        return None
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather_host
 
 
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    facts = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"]),
-                   module.run_command, read_proc_version(), list_nvswitch_driver())
-    module.exit_json(changed=False, ansible_facts=dict(gpu=facts))
+    module.exit_json(changed=False, ansible_facts=dict(gpu=gather_host(module)))
 
 
 if __name__ == "__main__":

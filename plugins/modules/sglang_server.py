@@ -452,11 +452,10 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import
     secret_values,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
-    UNIT_PROPERTIES,
     BadState,
     Instance,
     InvalidOption,
-    bind_state,
+    SystemdFailed,
     boot_id,
     build_argv,
     check_options,
@@ -471,8 +470,11 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     logrotate_problem,
     name_problems,
     normalized_environment,
+    observe_recorded,
+    observe_unit,
     open_directory,
     path_kind,
+    port_state,
     process_start_time,
     process_uid,
     read_text,
@@ -480,10 +482,10 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     resolve_manager,
     secret_flag_problems,
     service_account,
+    systemctl,
     systemd_unit,
     terminate,
     text_problems,
-    unit_status,
     user_name,
     wait_gpu_release,
     write_atomically,
@@ -491,34 +493,12 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._speculative import DRAFT_ALGORITHMS
 
 
-class SystemdFailed(RuntimeError):
-    pass
-
-
 def server_env(params):
     return dict(params["env"], **params["secret_env"])
 
 
-def recorded_option(argv, flag):
-    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
-
-
-def systemctl(module, *args, **kwargs):
-    """Run systemctl; SystemdFailed when it fails, unless check=False."""
-    command = [module.get_bin_path("systemctl", required=True)] + list(args)
-    rc, out, err = module.run_command(command)
-    if rc != 0 and kwargs.get("check", True):
-        raise SystemdFailed("%s failed (%d): %s" % (" ".join(command), rc, (err or out).strip()))
-    return out
-
-
 def unit_name(params):
     return "sglang-%s.service" % params["name"]
-
-
-def observe_unit(module, unit):
-    """What systemd says of the unit, in one call: under systemd the unit, not a pid, is the server."""
-    return unit_status(systemctl(module, "show", "--property=" + ",".join(UNIT_PROPERTIES), unit))
 
 
 def identity(account):
@@ -758,17 +738,8 @@ def main():
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
 
     instance = Instance(params["state_dir"], params["name"])
-    unit_state = None
     try:
-        recorded = instance.load()
-        if recorded and recorded.get("manager") == "systemd":
-            # Restarts by systemd, a reboot or `systemctl restart` give the unit another main pid: it is
-            # still the same server.
-            unit_state = observe_unit(module, recorded["unit"])
-            ours = unit_state["running"]
-            recorded["pid"] = unit_state["pid"] or recorded["pid"]
-        else:
-            ours = bool(recorded) and instance.running(recorded)
+        recorded, ours, unit_state = observe_recorded(module, instance)
     except (BadState, InvalidOption, SystemdFailed) as exc:
         module.fail_json(msg=str(exc), changed=False)
     secret_flags = SECRET_FLAGS + tuple(params["secret_flags"])
@@ -782,10 +753,9 @@ def main():
         else:
             result["stale_pid"] = recorded["pid"]
 
-    holds_port = ours and recorded_option(recorded["argv"], "--port") == str(params["port"])
     if params["state"] == "status":
         try:
-            result["port_state"] = "ours" if holds_port else bind_state(params["host"], params["port"])
+            result["port_state"] = port_state(recorded, ours, params["host"], params["port"])
         except InvalidOption as exc:
             module.fail_json(msg=str(exc), **result)
         if recorded:
@@ -809,9 +779,9 @@ def main():
             problems.append("systemd_unit_dir=%s is not a directory (a link is not followed)" % params["systemd_unit_dir"])
         if params["manager"] == "systemd" and not module.get_bin_path("systemctl"):
             problems.append("manager=systemd, but systemctl is not on this host: use manager=module (or auto)")
-        if not holds_port and 1 <= params["port"] <= 65535:
+        if 1 <= params["port"] <= 65535:
             try:
-                if bind_state(params["host"], params["port"]) == "in_use":
+                if port_state(recorded, ours, params["host"], params["port"]) == "in_use":
                     problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
             except InvalidOption as exc:
                 problems.append(str(exc))

@@ -134,7 +134,7 @@ def test_dpkg_is_asked_for_the_fabric_packages_of_every_branch():
             assert any(fnmatch.fnmatchcase(name, pattern) for pattern in INSTALLED_PATTERNS), name
     roles = Path(__file__).resolve().parents[4] / "roles"
     assert "__cuda_fabric_names.installed" in (roles / "cuda" / "tasks" / "fabric.yml").read_text()
-    assert "cuda_fabric_packages).installed" in (roles / "preflight" / "tasks" / "observe.yml").read_text()
+    assert "list(INSTALLED_PATTERNS)" in (roles.parent / "plugins" / "modules" / "preflight_check.py").read_text()
 
 
 @pytest.mark.parametrize("value, setting", [

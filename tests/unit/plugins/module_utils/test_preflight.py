@@ -10,6 +10,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight impo
     driver_branch,
     evaluate,
     family_of,
+    free_space,
     reboot_pending,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import build_plan, profile_virtualenv
@@ -227,12 +228,7 @@ def test_the_profiles_virtualenv_is_the_one_ml_stack_builds():
 
 
 def measure_free_space(path):
-    import json
-    import subprocess
-    import sys
-    probe = ROOT / "roles" / "preflight" / "files" / "free_space.py"
-    return json.loads(subprocess.run([sys.executable, str(probe), str(path)], capture_output=True, text=True,
-                                     check=True).stdout)
+    return free_space(str(path))
 
 
 def test_a_stable_path_that_exists_does_not_spare_the_disk_check_for_a_new_profile(tmp_path):

@@ -501,6 +501,51 @@ def test_bind_state():
     assert core.bind_state("127.0.0.1", port) == "free"
 
 
+def test_the_port_is_ours_only_while_our_running_server_listens_there():
+    recorded = dict(argv=["python", "-m", "sglang.launch_server", "--port", "30000"])
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        recorded["argv"][-1] = str(port)
+        assert core.port_state(recorded, True, "127.0.0.1", port) == "ours"
+        # Our server gone (the pid another process's since), or listening elsewhere: whoever holds the port isn't us.
+        assert core.port_state(recorded, False, "127.0.0.1", port) == "in_use"
+        assert core.port_state(dict(argv=["python", "--port", "1"]), True, "127.0.0.1", port) == "in_use"
+        assert core.port_state(None, False, "127.0.0.1", port) == "in_use"
+    assert core.port_state(recorded, False, "127.0.0.1", port) == "free"
+
+
+class FakeSystemctl(object):
+    def __init__(self, show_output, rc=0):
+        self.show_output, self.rc, self.commands = show_output, rc, []
+
+    def get_bin_path(self, name, required=False):
+        return "/usr/bin/" + name
+
+    def run_command(self, argv):
+        self.commands.append(argv)
+        return self.rc, self.show_output, "Failed to connect to bus"
+
+
+def test_a_server_under_systemd_is_its_unit_with_the_unit_s_main_pid(tmp_path):
+    instance = core.Instance(str(tmp_path), "sglang")
+    (tmp_path / "sglang.json").write_text(json.dumps(dict(
+        pid=10, start_time=1, argv=["python"], env_digest="x", log_path="/var/log/sglang/sglang.log", offset=0,
+        manager="systemd", unit="sglang-sglang.service")))
+    systemctl = FakeSystemctl("MainPID=4242\nActiveState=active\nSubState=running\n")
+    recorded, ours, unit = core.observe_recorded(systemctl, instance)
+    assert (recorded["pid"], ours, unit["running"]) == (4242, True, True)
+    assert systemctl.commands[0][:2] == ["/usr/bin/systemctl", "show"] and systemctl.commands[0][-1] == "sglang-sglang.service"
+    with pytest.raises(core.SystemdFailed, match="Failed to connect to bus"):
+        core.observe_recorded(FakeSystemctl("", rc=1), instance)
+
+
+def test_no_recorded_server_is_none_of_ours(tmp_path):
+    assert core.observe_recorded(FakeSystemctl(""), core.Instance(str(tmp_path / "none"), "sglang")) == (
+        None, False, None)
+
+
 def test_a_host_that_does_not_resolve_or_is_not_here_is_named():
     with pytest.raises(core.InvalidOption, match=r"^host=no-such-host.invalid cannot be resolved \("):
         core.bind_state("no-such-host.invalid", 30000)

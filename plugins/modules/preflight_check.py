@@ -1,0 +1,266 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: preflight_check
+short_description: Know a GPU host before touching it, in one call, and refuse it naming every problem
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - The observation and the decision of the C(blackwell.gpu_node.preflight) role, in one call.
+  - Observes the host as Ansible's C(min) fact subset and M(blackwell.gpu_node.gpu_facts) do (and returns both as
+    facts), a pending reboot (C(/var/run/reboot-required) and its C(.pkgs)), the Fabric Manager, NVSwitch and NVLink
+    subnet manager packages C(dpkg-query) knows, the model directory and its C(config.json), the free space where
+    the virtualenv is or will be, the interpreter the virtualenv is made with (running O(venv_probe) with it), the
+    service user and who holds the server's port (as M(blackwell.gpu_node.sglang_server) with C(state=status) says).
+  - Weighs that against O(settings), the stack profile O(profile) and the places of the other hosts of the play
+    (O(peers)). Fails, naming every problem with the variable and the fix, when the host is not fit; otherwise
+    returns what was checked.
+  - Changes nothing.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.attributes.facts
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    support: full
+    platforms: debian
+options:
+  settings:
+    description:
+      - The preflight role's variables without their C(preflight_) prefix, typed (C(gpus_required),
+        C(expected_gpu_family), C(expected_compute_capability), C(expected_gpu_count), C(tensor_parallel_size),
+        C(pipeline_parallel_size), C(nnodes), C(node_rank), C(dist_init_addr), C(model_path), C(model_is_hub_id),
+        C(venv_path), C(venv_python), C(venv_min_free_gib), C(service_user_name), C(service_user_create),
+        C(driver_install), C(driver_reboot), C(fabric_manager), C(host), C(port)).
+    type: dict
+    required: true
+  profile:
+    description: The resolved stack profile (the C(stack_selected) of role C(blackwell.gpu_node.stack)).
+    type: dict
+    required: true
+  host:
+    description: The name the messages give this host (its inventory name).
+    type: str
+    required: true
+  peers:
+    description:
+      - The place of every host of the play in a multi-node server, each with C(host), C(nnodes), C(node_rank) and
+        C(dist_init_addr); hosts that share a C(dist_init_addr) must agree.
+    type: list
+    elements: dict
+    default: []
+  venv_probe:
+    description:
+      - The Python source that C(venv_python) of O(settings) runs to print its version and whether it can
+        create virtualenvs (role C(blackwell.gpu_node.ml_stack)'s C(inspect_python.py)). Run only when
+        C(venv_path) and C(venv_python) of O(settings) are set.
+    type: str
+    required: true
+  server_name:
+    description:
+      - The name of the server whose port C(port) of O(settings) may hold
+        (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:name)).
+    type: str
+    default: sglang
+  server_state_dir:
+    description:
+      - Where that server's state is recorded
+        (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:state_dir)).
+    type: path
+    default: /var/lib/blackwell-gpu-node
+"""
+
+EXAMPLES = r"""
+- name: Refuse the host, naming every problem, or say what was checked
+  blackwell.gpu_node.preflight_check:
+    settings:
+      gpus_required: true
+      expected_gpu_family: hopper
+      expected_compute_capability: "9.0"
+      expected_gpu_count: 8
+      tensor_parallel_size: 8
+      pipeline_parallel_size: 1
+      nnodes: 1
+      node_rank: 0
+      dist_init_addr:
+      model_path: /shared/models/qwen
+      model_is_hub_id: false
+      venv_path: /opt/ml-env
+      venv_python: /usr/bin/python3
+      venv_min_free_gib: 30
+      service_user_name: sglang
+      service_user_create: true
+      driver_install: false
+      driver_reboot: false
+      fabric_manager: auto
+      host: 127.0.0.1
+      port: 30000
+    profile: "{{ stack_selected }}"
+    host: "{{ inventory_hostname }}"
+    venv_probe: "{{ lookup('ansible.builtin.file', 'inspect_python.py') }}"
+  register: preflight_report
+
+- name: Say what was checked
+  ansible.builtin.debug:
+    msg: "{{ preflight_report.checked + preflight_report.notes }}"
+"""
+
+RETURN = r"""
+ok:
+  description: Whether the host is fit; false only with RV(problems), when the module fails.
+  returned: always
+  type: bool
+problems:
+  description: Every reason the host is refused, each naming the variable and the fix; the failure's message lists them.
+  returned: always
+  type: list
+  elements: str
+  sample: ["preflight_model_path=/srv/models/missing does not exist on this host: ..."]
+notes:
+  description: What is worth a warning but does not refuse the host.
+  returned: always
+  type: list
+  elements: str
+checked:
+  description: What was checked and found fit.
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPUs required (preflight_gpus_required: true)", "debian12 on x86_64 is supported by stack profile cu130"]
+ansible_facts:
+  description:
+    - Ansible's C(min) fact subset, as C(ansible.builtin.setup) with C(gather_subset=[!all, min]) returns it, and
+      RV(ansible_facts.gpu) as M(blackwell.gpu_node.gpu_facts) returns it.
+  returned: always
+  type: dict
+  contains:
+    gpu:
+      description: The GPUs of the host; see M(blackwell.gpu_node.gpu_facts).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.facts import ansible_collector, default_collectors
+from ansible.module_utils.facts.namespace import PrefixFactNamespace
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import INSTALLED_PATTERNS
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather_host
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import (
+    evaluate,
+    observe,
+    refusal,
+    venv_python_state,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+    BadState,
+    Instance,
+    InvalidOption,
+    SystemdFailed,
+    name_problems,
+    observe_recorded,
+    port_state,
+    text_problems,
+)
+
+# ansible.builtin.setup's minimal subset, which gather_subset [!all, min] gathers.
+MINIMAL_FACTS = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+                           "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"])
+
+
+def minimal_facts(module):
+    """The facts setup's [!all, min] returns, with their ansible_ prefix, as setup returns them."""
+    collector = ansible_collector.get_ansible_collector(
+        all_collector_classes=default_collectors.collectors,
+        namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+        filter_spec="*", gather_subset=["!all", "min"], gather_timeout=10, minimal_gather_subset=MINIMAL_FACTS)
+    return collector.collect(module=module)
+
+
+def fabric_packages(module):
+    """dpkg-query's lines for the fabric packages; empty where dpkg is missing or none is known (exit status 1)."""
+    dpkg_query = module.get_bin_path("dpkg-query")
+    if not dpkg_query:
+        return ""
+    _rc, out, _err = module.run_command(
+        [dpkg_query, "--show", "--showformat=${Package}\t${Version}\t${db:Status-Abbrev}\n"] + list(INSTALLED_PATTERNS))
+    return out
+
+
+def venv_python(module, settings, probe):
+    if settings.get("venv_path") is None or settings.get("venv_python") is None:
+        return {}
+    try:
+        return venv_python_state(*module.run_command([settings["venv_python"], "-B", "-c", probe],
+                                                     handle_exceptions=False))
+    except OSError as exc:
+        return dict(error=to_native(exc))
+
+
+def server_port_state(module, params):
+    """free, in_use or ours (our recorded server listens there); None without a port."""
+    port = params["settings"].get("port")
+    if port is None:
+        return None
+    host = params["settings"].get("host") or "127.0.0.1"
+    # What sglang_server refuses before it reads its state, refused here too, with its words.
+    problems = (name_problems(dict(name=params["server_name"], state_dir=params["server_state_dir"]))
+                + text_problems(dict(host=host)))
+    if problems:
+        module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
+    try:
+        recorded, ours, _unit = observe_recorded(module, Instance(params["server_state_dir"], params["server_name"]))
+        return port_state(recorded, ours, host, port)
+    except (BadState, InvalidOption, SystemdFailed) as exc:
+        module.fail_json(msg=str(exc), changed=False)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            settings=dict(type="dict", required=True),
+            profile=dict(type="dict", required=True),
+            host=dict(type="str", required=True),
+            peers=dict(type="list", elements="dict", default=[]),
+            venv_probe=dict(type="str", required=True),
+            server_name=dict(type="str", default="sglang"),
+            server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    settings = params["settings"]
+    facts = minimal_facts(module)
+    facts["ansible_gpu"] = gather_host(module)
+    observed = observe(
+        settings,
+        dict((name[len("ansible_"):], value) for name, value in facts.items()),
+        facts["ansible_gpu"],
+        venv_python(module, settings, params["venv_probe"]),
+        fabric_packages(module),
+        server_port_state(module, params),
+        params["host"],
+        params["peers"],
+    )
+    report = evaluate(settings, params["profile"], observed)
+    if not report["ok"]:
+        module.fail_json(msg=refusal(params["host"], report), changed=False, ansible_facts=facts, **report)
+    module.exit_json(changed=False, ansible_facts=facts, **report)
+
+
+if __name__ == "__main__":
+    main()
