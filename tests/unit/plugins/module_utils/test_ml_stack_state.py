@@ -359,7 +359,11 @@ def test_a_dpkg_that_fails_is_a_reason(host):
 
 def test_an_inspection_that_reports_nothing_usable_is_a_reason(host):
     answer = host.run
-    host.run = lambda argv: (0, "{}", "") if SCRIPTS["inspect_stack.py"] in argv else answer(argv)
+
+    def reporting_nothing(argv):
+        return (0, "{}", "") if SCRIPTS["inspect_stack.py"] in argv else answer(argv)
+
+    host.run = reporting_nothing
     assert host.reasons() == ["its interpreter does not run: exit status 0"]
 
 
