@@ -26,8 +26,10 @@ import configparser
 import hashlib
 import io
 import json
+import os
 import posixpath
 import re
+import stat as stat_module
 
 from urllib.parse import unquote, urlsplit
 
@@ -415,10 +417,17 @@ def build_plan(settings, profile, host):
         + ["%s===%s\n" % (package["distribution"], package["version"]) for package in packages]
     )
     result["pip_conf"] = pip_conf(result["files"]["constraints"])
+    result["marker_text"] = marker_text(result["marker"])
     controller_path = settings.get("wheelhouse_controller_path")
     if offline and controller_path:
         result["download"] = _download(settings, profile, host, packages, main_index, pins)
     return result
+
+
+def marker_text(marker):
+    """The completion marker's file content, as Ansible's to_nice_json writes it (the marker of hosts built by
+    earlier releases reads the same)."""
+    return json.dumps(marker, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
 
 
 def pip_conf(constraints):
@@ -686,3 +695,192 @@ def prune_plan(venv_path, candidates, keep, protected):
     if keep is None:
         return {"remove": [], "kept": paths, "problems": []}
     return {"remove": paths[keep:], "kept": paths[:keep], "problems": []}
+
+
+# The converged check (the ml_stack_state module): what the role's tasks would find and do, observed in one call.
+# The same search path the role's interpreter runs with (vars/main.yml's __ml_stack_clean_env).
+CLEAN_ENV = ["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+FILE_MODE = 0o644
+# install.yml writes the pins as root's, so that the virtualenv's owner cannot edit them in place.
+PINS_OWNER = {"uid": 0, "gid": 0}
+
+
+def _python_report(rc, stdout, stderr):
+    """What preflight.yml makes of inspect_python.py's run."""
+    if rc == 0:
+        try:
+            return json.loads(stdout)
+        except ValueError:
+            pass
+    return {"error": stderr.strip() or "exit status %d" % rc}
+
+
+def _file(path):
+    """uid, gid, mode and text of a regular file (never followed through a link), or None."""
+    try:
+        found = os.lstat(path)
+        if not stat_module.S_ISREG(found.st_mode):
+            return None
+        with open(path, "rb") as handle:
+            content = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return {"uid": found.st_uid, "gid": found.st_gid, "mode": stat_module.S_IMODE(found.st_mode), "content": content}
+
+
+def _link(path):
+    """The stable path as preflight.yml sees it, with the link's target and owner when it is a link."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return {"exists": False, "islnk": False}
+    if not stat_module.S_ISLNK(found.st_mode):
+        return {"exists": True, "islnk": False}
+    return {"exists": True, "islnk": True, "target": os.readlink(path), "uid": found.st_uid, "gid": found.st_gid}
+
+
+def _candidates(venv_path):
+    """The directories beside the stable path named after it, as prune.yml's find lists them."""
+    parent, name = posixpath.split(venv_path.rstrip("/"))
+    found = []
+    for entry in os.scandir(parent):
+        if entry.name.startswith(name + ".") and entry.is_dir(follow_symlinks=False):
+            found.append({"path": entry.path, "mtime": entry.stat(follow_symlinks=False).st_mtime})
+    return found
+
+
+def observe_stack(settings, profile, scripts, run, user, user_name):
+    """Everything stack_unconverged_reasons needs, in one call on the host: the plan preflight.yml makes, the
+    profile's virtualenv inspected as verify.yml inspects it (imports and pip check included), the files
+    activate.yml and install.yml write, the stable path and the directories prune.yml looks at.
+
+    settings: the role's settings as preflight.yml passes them to build_plan (venv_owner, system_packages...).
+    scripts: the source of the role's inspect_python.py and inspect_stack.py, by those names. ``run(argv)``
+    returns ``(rc, stdout, stderr)``; ``user(name)`` the user's ``{"uid", "gid"}`` or None; ``user_name(uid)``
+    the name or None. Anything it cannot observe comes back as ``{"error": ...}``."""
+    # What build_plan refuses before it looks at the host is refused before anything runs there.
+    problems = control_character_problems(_text_values(settings, profile))
+    if not problems:
+        _check_settings(settings, problems)
+    if problems:
+        return {"plan": {"problems": problems}}
+    if not isinstance(settings.get("venv_owner"), (str, type(None))):
+        return {"error": "ml_stack_venv_owner=%r is not a user name" % (settings["venv_owner"],)}
+    owner = user(settings["venv_owner"]) if settings["venv_owner"] is not None else None
+    venv_path = settings["venv_path"]
+    host = {
+        "python": _python_report(*run([settings["python"], "-B", "-c", scripts["inspect_python.py"]])),
+        "owner": owner is not None,
+        "venv_path": _link(venv_path),
+        "parent_exists": os.path.isdir(posixpath.dirname(venv_path.rstrip("/")) or "/"),
+        "dpkg": "",
+    }
+    packages = settings.get("system_packages") or []
+    if packages:
+        rc, stdout, stderr = run(["dpkg-query", "--show", "--showformat=${db:Status-Abbrev} ${Package}\n"]
+                                 + list(packages) + [APT_BINDINGS])
+        if rc not in (0, 1):
+            return {"error": "dpkg-query failed (exit status %d): %s" % (rc, stderr.strip())}
+        host["dpkg"] = stdout
+    plan = build_plan(settings, profile, host)
+    if plan["problems"]:
+        return {"plan": plan}
+    observed = {"plan": plan, "owner": owner, "link": host["venv_path"], "inspected": {}, "files": {},
+                "candidates": _candidates(venv_path)}
+    try:
+        venv_stat = os.lstat(plan["venv_dir"])
+    except OSError:
+        observed["venv"] = {"exists": False, "owner": None}
+        return observed
+    observed["venv"] = {"exists": True, "owner": user_name(venv_stat.st_uid)}
+    as_owner = ["runuser", "-u", settings["venv_owner"], "--"] if owner is not None and owner["uid"] != 0 else []
+    request = {"distributions": list(plan["versions"]), "marker": plan["files"]["marker"], "imports": plan["imports"]}
+    rc, stdout, stderr = run(as_owner + CLEAN_ENV + [plan["venv_dir"] + "/bin/python", "-B", "-c",
+                                                     scripts["inspect_stack.py"], json.dumps(request)])
+    try:
+        inspected = json.loads(stdout) if rc == 0 else None
+    except ValueError:
+        inspected = None
+    observed["inspected"] = inspected if isinstance(inspected, dict) and "modules" in inspected else {
+        "error": stderr.strip() or "exit status %d" % rc}
+    observed["files"] = dict((name, _file(plan["files"][name])) for name in ("marker", "constraints", "pip_conf", "pip_check"))
+    return observed
+
+
+def _file_reasons(name, path, found, content, owner):
+    if found is None:
+        return ["%s is missing or not a regular file" % path]
+    if owner is not None and (found["uid"], found["gid"]) != (owner["uid"], owner["gid"]):
+        return ["%s does not belong to its owner" % path]
+    if found["mode"] != FILE_MODE:
+        return ["%s has mode %04o, not 0644" % (path, found["mode"])]
+    if found["content"] != content:
+        return ["%s is not the %s the role writes" % (path, name)]
+    return []
+
+
+def stack_unconverged_reasons(observed, venv_owner, activate, keep, gpus_required):
+    """Why the role would act on this host, or [] when the profile's virtualenv is exactly installed, verified,
+    marked, pinned, linked and pruned as the role leaves it; and what verify.yml would report about it.
+
+    observed: what observe_stack found. venv_owner, activate, keep, gpus_required: ml_stack_venv_owner,
+    ml_stack_activate, ml_stack_keep, ml_stack_gpus_required. Conservative: anything unexpected, or not observed,
+    is a reason, and the role then runs every task as it always did (the checks that name the problem included).
+    Returns {"reasons", "verdict", "kept"}."""
+    result = {"reasons": [], "verdict": {}, "kept": []}
+    if observed.get("error"):
+        result["reasons"] = [observed["error"]]
+        return result
+    plan = observed["plan"]
+    if plan["problems"]:
+        result["reasons"] = ["the settings or the host do not fit the profile: %s" % "; ".join(plan["problems"])]
+        return result
+    reasons = result["reasons"]
+    if plan["system_packages_missing"]:
+        reasons.append("ml_stack_system_packages: %s not installed" % ", ".join(plan["system_packages_missing"]))
+    decision = build_decision(plan, observed["venv"], observed["inspected"], venv_owner)
+    if decision["build"]:
+        reasons += decision["reasons"]
+        return result
+    result["verdict"] = verdict(plan, {"state": observed["inspected"], "verification": observed["inspected"]},
+                                gpus_required)
+    reasons += result["verdict"]["problems"]
+    owner = observed["owner"]
+    files, found = plan["files"], observed["files"]
+    reasons += _file_reasons("completion marker", files["marker"], found.get("marker"), plan["marker_text"], owner)
+    reasons += _file_reasons("explanation of pip check", files["pip_check"], found.get("pip_check"),
+                             result["verdict"]["explanation"], owner)
+    reasons += _file_reasons("constraints file", files["constraints"], found.get("constraints"), plan["constraints"],
+                             PINS_OWNER)
+    reasons += _file_reasons("pip.conf", files["pip_conf"], found.get("pip_conf"), plan["pip_conf"], PINS_OWNER)
+    link = observed["link"]
+    if activate:
+        if link.get("target") != plan["venv_name"]:
+            reasons.append("%s does not point at %s" % (plan["venv_path"], plan["venv_name"]))
+        elif owner is not None and (link["uid"], link["gid"]) != (owner["uid"], owner["gid"]):
+            reasons.append("the link %s does not belong to its owner" % plan["venv_path"])
+        if keep is not None:
+            prune = prune_plan(plan["venv_path"], observed["candidates"], keep, [link.get("target")])
+            reasons += prune["problems"]
+            if prune["remove"]:
+                reasons.append("old virtualenvs beyond ml_stack_keep=%s: %s" % (keep, ", ".join(prune["remove"])))
+            result["kept"] = prune["kept"]
+    return result
+
+
+def converged_report(observed, activate, checked):
+    """ml_stack_report (activate.yml's) for a virtualenv the check found converged. checked: what
+    stack_unconverged_reasons returned."""
+    plan, verification = observed["plan"], checked["verdict"]
+    return {
+        "venv_path": plan["venv_path"],
+        "venv_dir": plan["venv_dir"],
+        "profile": plan["profile"],
+        "built": False,
+        "active": bool(activate),
+        "build_reasons": [],
+        "versions": plan["versions"],
+        "torch_cuda": observed["inspected"]["modules"].get("torch", {}).get("cuda"),
+        "deliberate_pip_check": verification["deliberate"],
+        "notes": verification["notes"],
+    }

@@ -1,0 +1,372 @@
+"""The ml_stack role's converged check: observe_stack on a virtualenv laid out in tmp_path (the interpreters it
+runs answered by a fake), stack_unconverged_reasons on what it saw. Each input of the role, and each thing on
+the host the role's tasks would change, makes it not converged with a reason that names it; the others leave it
+converged."""
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible.plugins.filter.core import to_nice_json
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils import _ml_stack
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+    build_plan,
+    converged_report,
+    marker_text,
+    observe_stack,
+    stack_unconverged_reasons,
+    verdict,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+
+ROOT = Path(__file__).resolve().parents[4]
+PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
+CU130 = resolve("cu130", PROFILES)
+SGL_KERNEL_CU130_WHEEL = "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl"
+SCRIPTS = {"inspect_python.py": "# inspect python", "inspect_stack.py": "# inspect stack"}
+PYTHON = {"executable": "/usr/bin/python3.11", "version": "3.11.2", "implementation": "cpython", "machine": "x86_64",
+          "glibc": "2.36", "venv_error": None}
+PIP_CHECK = "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.\n"
+DPKG = "ii  libnuma1\nii  python3-apt\n"
+OWNER = {"uid": os.getuid(), "gid": os.getgid()}
+
+
+class Host:
+    """A host laid out under tmp_path as the role leaves it, and the answers of the programs the check runs."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        self.home = tmp_path / "home"
+        self.home.mkdir()
+        self.settings = {
+            "venv_path": str(self.home / "ml-env"), "venv_owner": "sglang", "python": "/usr/bin/python3",
+            "index_url": "https://pypi.org/simple", "index_mirrors": {}, "pip_environment": {}, "offline": False,
+            "wheelhouse_path": "/var/cache/blackwell-gpu-node/wheelhouse", "wheelhouse_controller_path": None,
+            "system_packages": ["libnuma1"],
+        }
+        self.profile = copy.deepcopy(CU130)
+        self.python = dict(PYTHON)
+        self.dpkg = DPKG
+        self.users = {"sglang": dict(OWNER)}
+        self.pythons = ["/usr/bin/python3", "/usr/bin/python3.12"]
+        self.ran = []
+        # The tests run as whoever runs them: the pins are "root's" when they are that user's.
+        monkeypatch.setattr(_ml_stack, "PINS_OWNER", dict(OWNER))
+        self.plan = self.plan_now()
+        venv = Path(self.plan["venv_dir"])
+        (venv / "bin").mkdir(parents=True)
+        self.stack = {
+            "versions": dict(self.plan["versions"]),
+            "direct_urls": dict((name, None) for name in self.plan["versions"]),
+            "modules": {"torch": {"ok": True, "version": "2.9.1+cu130", "cuda": "13.0"}, "sgl_kernel": {"ok": True},
+                        "flashinfer": {"ok": True}, "sglang": {"ok": True}},
+            "pip_check": PIP_CHECK,
+        }
+        self.stack["direct_urls"]["sgl-kernel"] = "file:///srv/wheels/" + SGL_KERNEL_CU130_WHEEL
+        explanation = verdict(self.plan, {"state": self.stack, "verification": self.stack})["explanation"]
+        for name, content in (("marker", self.plan["marker_text"]), ("constraints", self.plan["constraints"]),
+                              ("pip_conf", self.plan["pip_conf"]), ("pip_check", explanation)):
+            Path(self.plan["files"][name]).write_text(content)
+            os.chmod(self.plan["files"][name], 0o644)
+        os.symlink(self.plan["venv_name"], self.settings["venv_path"])
+
+    def plan_now(self):
+        return build_plan(self.settings, self.profile, {
+            "python": self.python, "owner": True, "venv_path": {"exists": True, "islnk": True}, "parent_exists": True,
+            "dpkg": self.dpkg})
+
+    def run(self, argv):
+        self.ran.append(argv)
+        if argv[:2] == ["dpkg-query", "--show"]:
+            return 0, self.dpkg, ""
+        if argv[-1] == SCRIPTS["inspect_python.py"]:
+            return (0, json.dumps(self.python), "") if argv[0] in self.pythons else (127, "", "not found")
+        request = json.loads(argv[-1])
+        python = Path(argv[argv.index("-B") - 1])
+        if not python.parent.is_dir():
+            return 127, "", "%s: No such file or directory" % python
+        report = {"versions": dict((name, self.stack["versions"].get(name)) for name in request["distributions"]),
+                  "direct_urls": dict((name, self.stack["direct_urls"].get(name)) for name in request["distributions"]),
+                  "marker": json.loads(Path(request["marker"]).read_text()) if Path(request["marker"]).exists() else None}
+        report.update(modules=self.stack["modules"], pip_check=self.stack["pip_check"])
+        return 0, json.dumps(report), ""
+
+    def user_name(self, uid):
+        return next((name for name, user in self.users.items() if user["uid"] == uid), None)
+
+    def check(self, activate=True, keep=None, gpus_required=True):
+        observed = observe_stack(self.settings, self.profile, SCRIPTS, self.run, self.users.get, self.user_name)
+        return observed, stack_unconverged_reasons(observed, self.settings["venv_owner"], activate, keep, gpus_required)
+
+    def reasons(self, **options):
+        return self.check(**options)[1]["reasons"]
+
+
+@pytest.fixture(name="host")
+def fixture_host(tmp_path, monkeypatch):
+    return Host(tmp_path, monkeypatch)
+
+
+def test_a_host_as_the_role_leaves_it_is_converged_and_reported_as_activate_yml_reports_it(host):
+    observed, checked = host.check()
+    assert checked["reasons"] == []
+    assert converged_report(observed, True, checked) == {
+        "venv_path": host.settings["venv_path"], "venv_dir": host.plan["venv_dir"], "profile": "cu130",
+        "built": False, "active": True, "build_reasons": [], "versions": host.plan["versions"],
+        "torch_cuda": "13.0", "deliberate_pip_check": [PIP_CHECK.strip()], "notes": []}
+
+
+def test_the_virtualenv_is_inspected_as_its_owner_in_an_empty_environment_importing_everything(host):
+    host.users["sglang"]["uid"] = OWNER["uid"] + 1
+    host.check()
+    inspect = host.ran[-1]
+    assert inspect[:7] == ["runuser", "-u", "sglang", "--", "env", "-i",
+                           "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+    assert inspect[7:10] == [host.plan["venv_dir"] + "/bin/python", "-B", "-c"]
+    assert json.loads(inspect[-1]) == {"distributions": list(host.plan["versions"]), "marker": host.plan["files"]["marker"],
+                                       "imports": ["torch", "sgl_kernel", "flashinfer", "sglang"]}
+
+
+def test_root_as_the_owner_inspects_without_runuser(host):
+    host.users["sglang"]["uid"] = 0
+    host.check()
+    assert host.ran[-1][:2] == ["env", "-i"]
+
+
+def test_the_marker_is_written_as_ansibles_to_nice_json_writes_it():
+    marker = {"profile": "cu130", "packages": {"torch": "2.9.1+cu130", "sglang": "0.5.9"}, "wheels": {}, "x": "é"}
+    assert marker_text(marker) == to_nice_json(marker) + "\n"
+
+
+# Each input of the role, changed alone.
+
+def set_setting(name, value):
+    def change(host):
+        host.settings[name] = value
+    return change
+
+
+def set_profile(key, field, value):
+    def change(host):
+        host.profile["python"][key][field] = value
+    return change
+
+
+INPUT_CHANGES = [
+    (set_setting("venv_path", "/elsewhere/ml-env"), "ml_stack_venv_path"),
+    (set_setting("venv_owner", "mlserve"), "ml_stack_venv_owner=mlserve"),
+    (set_setting("python", "/usr/bin/python3.12"), "there is no "),
+    (set_setting("index_url", "pypi.internal"), "ml_stack_index_url=pypi.internal"),
+    (set_setting("index_mirrors", {"https://pypi.org/simple": "pypi.internal"}), "ml_stack_index_mirrors"),
+    (set_setting("pip_environment", {"PIP_TIMEOUT": 5}), "ml_stack_pip_environment"),
+    (set_setting("wheelhouse_path", "wheels"), "ml_stack_wheelhouse_path"),
+    (set_setting("wheelhouse_controller_path", "wheels"), "ml_stack_wheelhouse_controller_path"),
+    (set_setting("system_packages", ["libnuma1", "libfoo1"]), "ml_stack_system_packages: libfoo1 not installed"),
+    (set_setting("venv_path", "/srv/ml-env\n"), "ml_stack_venv_path"),
+    (set_profile("torch", "version", "2.9.2+cu130"), "there is no "),
+    (set_profile("torch", "cuda", "12.9"), "the profile expects 12.9 (python.torch.cuda)"),
+    (set_profile("sgl_kernel", "source", "https://example.org/whl/sgl_kernel-0.3.21+cu130-cp310-abi3-"
+                                         "manylinux2014_x86_64.whl"), None),
+]
+
+
+@pytest.mark.parametrize("change, named", INPUT_CHANGES)
+def test_each_input_of_the_role_changed_alone_makes_it_act_naming_it(host, change, named):
+    change(host)
+    reasons = host.reasons()
+    if named is None:
+        # The same wheel from another URL is the same build: the role would not act either.
+        assert reasons == []
+    else:
+        assert reasons and any(named in reason for reason in reasons), reasons
+
+
+def test_a_profile_of_another_name_is_another_virtualenv(host):
+    host.profile["name"] = "site"
+    assert host.reasons() == ["there is no %s/ml-env.site-%s" % (host.home, host.plan_now()["digest"])]
+
+
+def test_another_python_release_on_the_host_is_another_virtualenv(host):
+    host.python["version"] = "3.12.1"
+    assert host.reasons()[0].startswith("there is no %s/ml-env.cu130-" % host.home)
+
+
+def test_an_interpreter_that_does_not_run_names_the_variable(host):
+    host.settings["python"] = "/usr/bin/python3.99"
+    assert "ml_stack_python=/usr/bin/python3.99 cannot run on this host (not found)" in host.reasons()[0]
+
+
+def test_inputs_a_converged_virtualenv_does_not_depend_on_leave_it_converged(host):
+    host.settings.update(index_url="https://pypi.internal/simple", pip_environment={"PIP_TIMEOUT": "5"},
+                         index_mirrors={"https://pypi.org/simple": "https://pypi.internal/simple"})
+    assert host.reasons() == []
+    host.settings.update(offline=True, wheelhouse_path="/srv/wheels", wheelhouse_controller_path="/srv/controller")
+    assert host.reasons() == []
+
+
+def test_activate_false_leaves_the_stable_path_alone(host):
+    os.remove(host.settings["venv_path"])
+    os.symlink("ml-env.cu128-00000000", host.settings["venv_path"])
+    assert host.reasons() == ["%s does not point at %s" % (host.settings["venv_path"], host.plan["venv_name"])]
+    assert host.reasons(activate=False) == []
+
+
+def old_virtualenvs(host, *names):
+    for name in names:
+        (host.home / name).mkdir()
+
+
+def test_keep_makes_it_act_only_when_there_is_something_to_prune(host):
+    old_virtualenvs(host, "ml-env.cu128-00000000", "ml-env.cu128-11111111", "ml-env.notours")
+    assert host.reasons(keep=2) == []
+    assert sorted(host.check(keep=2)[1]["kept"]) == sorted(
+        [str(host.home / "ml-env.cu128-00000000"), str(host.home / "ml-env.cu128-11111111")])
+    reasons = host.reasons(keep=1)
+    assert len(reasons) == 1 and reasons[0].startswith("old virtualenvs beyond ml_stack_keep=1: ")
+    assert host.reasons(keep=None) == []
+    # The role prunes only what it activates.
+    assert host.reasons(keep=0, activate=False) == []
+
+
+def test_a_keep_that_is_no_count_names_the_variable(host):
+    assert "ml_stack_keep='1' must be a whole number" in host.reasons(keep="1")[0]
+
+
+def test_gpus_required_decides_whether_an_import_needing_the_driver_is_a_reason(host):
+    error = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+    host.stack["modules"]["sgl_kernel"] = {"ok": False, "error": error}
+    assert host.reasons()[0].startswith("import sgl_kernel failed: " + error)
+    observed, checked = host.check(gpus_required=False)
+    assert checked["reasons"] == []
+    assert converged_report(observed, True, checked)["notes"][0].startswith("import sgl_kernel needs the NVIDIA driver")
+
+
+# The host changed behind the role's back, one thing at a time.
+
+def edit(name, content=None, mode=None, remove=False):
+    def change(host):
+        path = host.plan["files"][name]
+        if remove:
+            os.remove(path)
+        if content is not None:
+            Path(path).write_text(Path(path).read_text() + content)
+        if mode is not None:
+            os.chmod(path, mode)
+    return change
+
+
+def replace_with_link(name):
+    def change(host):
+        path = host.plan["files"][name]
+        os.rename(path, path + ".real")
+        os.symlink(path + ".real", path)
+    return change
+
+
+def stack_change(key, name, value):
+    def change(host):
+        host.stack[key][name] = value
+    return change
+
+
+def link_to(target):
+    def change(host):
+        os.remove(host.settings["venv_path"])
+        os.symlink(target, host.settings["venv_path"])
+    return change
+
+
+HOST_CHANGES = [
+    (edit("marker", content=" "), "is not the completion marker the role writes"),
+    (edit("marker", remove=True), "it is not marked complete for this profile"),
+    (edit("marker", mode=0o664), "has mode 0664, not 0644"),
+    (edit("pip_check", content="# edited\n"), "is not the explanation of pip check the role writes"),
+    (edit("pip_check", remove=True), "ml-stack-pip-check.txt is missing or not a regular file"),
+    (edit("constraints", content="torch\n"), "is not the constraints file the role writes"),
+    (edit("pip_conf", mode=0o666), "pip.conf has mode 0666, not 0644"),
+    (replace_with_link("pip_conf"), "pip.conf is missing or not a regular file"),
+    (stack_change("versions", "flashinfer-python", "0.6.3"), "flashinfer-python is 0.6.3, the profile pins 0.6.4"),
+    (stack_change("direct_urls", "sgl-kernel", None), "sgl-kernel was installed from an index"),
+    (stack_change("modules", "sgl_kernel", {"ok": False, "error": "ImportError: libnvrtc.so.12: cannot open shared "
+                                            "object file: No such file or directory"}),
+     "import sgl_kernel failed: ImportError: libnvrtc.so.12"),
+    (stack_change("modules", "torch", {"ok": True, "version": "2.9.1+cu128", "cuda": "12.8"}),
+     "torch 2.9.1+cu128 reports torch.version.cuda 12.8"),
+    (lambda host: host.stack.update(pip_check=PIP_CHECK + "xgrammar 0.1.27 requires ninja, which is not installed.\n"),
+     "pip check reports problems the profile does not explain"),
+    (link_to("ml-env.cu128-00000000"), "does not point at"),
+    (lambda host: setattr(host, "dpkg", "rc  libnuma1\nii  python3-apt\n"),
+     "ml_stack_system_packages: libnuma1 not installed"),
+    (lambda host: os.rename(host.plan["venv_dir"], host.plan["venv_dir"] + ".moved"), "there is no "),
+    (lambda host: os.rmdir(Path(host.plan["venv_dir"]) / "bin"), "its interpreter does not run"),
+]
+
+
+@pytest.mark.parametrize("change, named", HOST_CHANGES)
+def test_each_change_on_the_host_makes_it_act_naming_it(host, change, named):
+    change(host)
+    reasons = host.reasons()
+    assert any(named in reason for reason in reasons), reasons
+
+
+def test_a_virtualenv_of_another_user_makes_it_act(host):
+    host.users["sglang"]["uid"] = OWNER["uid"] + 1
+    host.users["other"] = dict(OWNER)
+    # The role hands the virtualenv over and repairs it.
+    assert host.reasons() == ["it belongs to other, not to ml_stack_venv_owner=sglang"]
+
+
+def test_a_link_of_another_owner_makes_it_act(host, monkeypatch):
+    real_link = _ml_stack._link
+
+    def link_of_another_owner(path):
+        return dict(real_link(path), uid=OWNER["uid"] + 1)
+
+    monkeypatch.setattr(_ml_stack, "_link", link_of_another_owner)
+    assert host.reasons() == ["the link %s does not belong to its owner" % host.settings["venv_path"]]
+    assert host.reasons(activate=False) == []
+
+
+def test_a_file_of_another_owner_makes_it_act(host, monkeypatch):
+    real_file = _ml_stack._file
+
+    def marker_of_another_owner(path):
+        found = real_file(path)
+        return dict(found, gid=OWNER["gid"] + 1) if path.endswith("ml-stack.json") else found
+
+    monkeypatch.setattr(_ml_stack, "_file", marker_of_another_owner)
+    assert host.reasons() == ["%s does not belong to its owner" % host.plan["files"]["marker"]]
+
+
+def test_without_an_owner_setting_whoever_runs_the_role_may_own_the_files(host, monkeypatch):
+    host.settings["venv_owner"] = None
+    monkeypatch.setattr(_ml_stack, "PINS_OWNER", {"uid": OWNER["uid"] + 1, "gid": 0})
+    assert host.reasons()[0].endswith("ml-stack-constraints.txt does not belong to its owner")
+
+
+def test_a_dpkg_that_fails_is_a_reason(host):
+    host.dpkg = None
+
+    def failing(argv):
+        return (2, "", "dpkg-query: error") if argv[0] == "dpkg-query" else Host.run(host, argv)
+
+    host.run = failing
+    assert host.reasons() == ["dpkg-query failed (exit status 2): dpkg-query: error"]
+
+
+def test_an_inspection_that_reports_nothing_usable_is_a_reason(host):
+    answer = host.run
+
+    def reporting_nothing(argv):
+        return (0, "{}", "") if SCRIPTS["inspect_stack.py"] in argv else answer(argv)
+
+    host.run = reporting_nothing
+    assert host.reasons() == ["its interpreter does not run: exit status 0"]
+
+
+def test_an_owner_that_is_no_name_is_a_reason(host):
+    host.settings["venv_owner"] = 1000
+    assert host.reasons() == ["ml_stack_venv_owner=1000 is not a user name"]
