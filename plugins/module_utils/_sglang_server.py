@@ -22,6 +22,7 @@ __metaclass__ = type  # pragma: no mutate
 import binascii
 import errno
 import fcntl
+import fnmatch
 import glob
 import hashlib
 import json
@@ -52,6 +53,14 @@ SYSTEMD_RUNTIME_DIR = "/run/systemd/system"
 SERVER_UMASK = 0o027
 # How many launches <name>.launches.json keeps, newest first: enough to look at a crash a few restarts back.
 LAUNCH_HISTORY = 5
+# What the server runs from in its virtualenv: the stack's packages (their versions are in the dist-info names)
+# and the runtime environment the runtime_env role renders. BLACKWELL_GPU_NODE_RUNS_FROM carries their digest
+# in the server's environment, so a change there restarts the server.
+RUNS_FROM_PATTERNS = ("torch-*.dist-info", "sglang-*.dist-info", "sgl_kernel-*.dist-info",
+                      "flashinfer_python-*.dist-info", "flashinfer_jit_cache-*.dist-info", "_blackwell_gpu_node_env.py")
+RUNS_FROM_VARIABLE = "BLACKWELL_GPU_NODE_RUNS_FROM"
+# lib/pythonX.Y/site-packages/<entry>: how deep under lib the entries are looked for.
+RUNS_FROM_DEPTH = 3
 # What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
 # boot, the boot it ran in), which dates it against the kernel's log.
 LAUNCH_FIELDS = ("pid", "start_time", "offset", "log_path", "started_at", "boot_id")
@@ -204,7 +213,7 @@ def text_problems(params):
     """Control characters in every value that reaches the command line, the unit or an environment file."""
     speculative = params.get("speculative") or {}
     pairs = [(option, params[option]) for option in (
-        "python", "model_path", "host", "attention_backend", "dist_init_addr", "api_key", "log_path",
+        "python", "venv_path", "model_path", "host", "attention_backend", "dist_init_addr", "api_key", "log_path",
         "systemd_unit_dir", "user", "group", "log_group", "logrotate_dir") if params.get(option) is not None]
     pairs += [("speculative.%s" % key, speculative[key]) for key in ("algorithm", "draft_model_path")
               if speculative.get(key) is not None]
@@ -310,8 +319,13 @@ def check_options(params):
     problems = []
     python = params["python"]
     if not (os.path.isabs(python) and os.path.isfile(python) and os.access(python, os.X_OK)):
-        problems.append("python=%s is missing, not executable or not an absolute path: point it at the "
-                        "virtualenv's bin/python" % python)
+        if params.get("venv_path"):
+            problems.append("venv_path=%s has no executable bin/python or is not an absolute path: install the "
+                            "stack there first (role blackwell.gpu_node.ml_stack), or point venv_path at the "
+                            "virtualenv with the stack" % params["venv_path"])
+        else:
+            problems.append("python=%s is missing, not executable or not an absolute path: point it at the "
+                            "virtualenv's bin/python" % python)
     if not params["model_is_hub_id"] and not os.path.isdir(params["model_path"]):
         problems.append("model_path=%s is not a directory on the host; set model_is_hub_id: true for a "
                         "Hugging Face id" % params["model_path"])
@@ -954,6 +968,47 @@ def logrotate_config(log_path, keep):
         "    copytruncate",
         "}",
     ]) + "\n"
+
+
+def runs_from(venv_path, max_entries=200000):
+    """[[path, sha1 of a regular file's content or ""]] of the entries under venv_path/lib, at most
+    RUNS_FROM_DEPTH levels down, links not followed, whose names match RUNS_FROM_PATTERNS, sorted by path.
+    Raises InvalidOption when lib holds more than max_entries entries at those depths."""
+    found, seen = [], 0
+    level = [os.path.join(venv_path, "lib")]
+    for _depth in range(RUNS_FROM_DEPTH):
+        below = []
+        for directory in level:
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            seen += len(entries)
+            if seen > max_entries:
+                raise InvalidOption("venv_path=%s holds more than %d entries under lib/: point venv_path at the "
+                                    "virtualenv with the stack" % (venv_path, max_entries))
+            for entry in entries:
+                path = os.path.normpath(entry.path)
+                if any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in RUNS_FROM_PATTERNS):
+                    found.append([path, file_sha1(path) if entry.is_file(follow_symlinks=False) else ""])
+                if entry.is_dir(follow_symlinks=False):
+                    below.append(path)
+        level = below
+    return sorted(found)
+
+
+def file_sha1(path):
+    digest = hashlib.sha1()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def runs_from_digest(venv_path):
+    """The digest of runs_from(venv_path), as the role computed it from ansible.builtin.find before the module
+    did (sha256 of the JSON list), so a server started by an earlier version is not restarted for it."""
+    return hashlib.sha256(json.dumps(runs_from(venv_path)).encode("utf-8")).hexdigest()
 
 
 def foreign_writable(root, limit=20, max_entries=500000):

@@ -158,7 +158,20 @@ options:
     type: path
     default: /var/lib/blackwell-gpu-node
   python:
-    description: The virtualenv's interpreter that runs C(-m sglang.launch_server). Required unless O(state=stopped) or O(state=status).
+    description:
+      - The virtualenv's interpreter that runs C(-m sglang.launch_server).
+      - With O(state=started) or O(state=restarted), this or O(venv_path) is required.
+    type: path
+  venv_path:
+    description:
+      - The virtualenv to run the server from, instead of O(python); its C(bin/python) runs C(-m sglang.launch_server).
+      - What the server runs from there - the C(dist-info) directories of torch, sglang, sgl_kernel,
+        flashinfer_python and flashinfer_jit_cache (their names carry the versions) and the runtime environment
+        C(_blackwell_gpu_node_env.py) that the role C(blackwell.gpu_node.runtime_env) renders (its content) -
+        found up to three levels under C(lib/), links not followed, is digested into the server's environment as
+        C(BLACKWELL_GPU_NODE_RUNS_FROM). A changed stack or runtime environment therefore restarts the server,
+        as a changed O(env) does.
+      - Mutually exclusive with O(python).
     type: path
   model_path:
     description: C(--model-path). A local directory, unless O(model_is_hub_id=true).
@@ -321,6 +334,16 @@ EXAMPLES = r"""
     log_path: /var/log/sglang/server.log
   register: launch
 
+- name: Run it from the stack's virtualenv, restarted when the stack or its runtime environment changes
+  blackwell.gpu_node.sglang_server:
+    user: sglang
+    venv_path: /opt/ml-env
+    model_path: /shared/kimi-k2.5-int4
+    tensor_parallel_size: 8
+    trust_remote_code: true
+    log_path: /var/log/sglang/server.log
+  register: launch
+
 - name: Wait until it is ready
   blackwell.gpu_node.wait_for_server:
     log_path: /var/log/sglang/server.log
@@ -455,6 +478,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     BadState,
     Instance,
     InvalidOption,
+    RUNS_FROM_VARIABLE,
     SystemdFailed,
     boot_id,
     build_argv,
@@ -480,6 +504,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server 
     read_text,
     remove,
     resolve_manager,
+    runs_from_digest,
     secret_flag_problems,
     service_account,
     systemctl,
@@ -684,6 +709,7 @@ def main():
             group=dict(type="str"),
             log_group=dict(type="str"),
             python=dict(type="path"),
+            venv_path=dict(type="path"),
             model_path=dict(type="str"),
             model_is_hub_id=dict(type="bool", default=False),
             tensor_parallel_size=dict(type="int", default=1),
@@ -722,12 +748,17 @@ def main():
             gpu_devices=dict(type="list", elements="str", default=["/dev/nvidia*"]),
         ),
         required_if=[
-            ("state", "started", ("python", "model_path", "log_path")),
-            ("state", "restarted", ("python", "model_path", "log_path")),
+            ("state", "started", ("model_path", "log_path")),
+            ("state", "restarted", ("model_path", "log_path")),
+            ("state", "started", ("python", "venv_path"), True),
+            ("state", "restarted", ("python", "venv_path"), True),
         ],
+        mutually_exclusive=[("python", "venv_path")],
         supports_check_mode=True,
     )
     params = module.params
+    if params["venv_path"]:
+        params["python"] = os.path.join(params["venv_path"], "bin", "python")
     # Everything that names a file or reaches a command line, a unit or an environment file is checked first,
     # whatever the state: nothing is read, signalled or written with a value that fails.
     params["env"], env_problems = normalized_environment(params["env"], "env")
@@ -784,6 +815,11 @@ def main():
                 if port_state(recorded, ours, params["host"], params["port"]) == "in_use":
                     problems.append("port=%s on %s is already in use by another process" % (params["port"], params["host"]))
             except InvalidOption as exc:
+                problems.append(str(exc))
+        if params["venv_path"]:
+            try:
+                params["env"] = dict(params["env"], **{RUNS_FROM_VARIABLE: runs_from_digest(params["venv_path"])})
+            except (OSError, InvalidOption) as exc:
                 problems.append(str(exc))
         if problems:
             module.fail_json(msg="Nothing was changed: " + "; ".join(problems), **result)

@@ -9,8 +9,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
+from process_tree import run_bounded
 
 from conftest import STANDIN, free_port, run_module
 
@@ -453,3 +455,81 @@ def test_a_log_path_that_logrotate_would_misread_is_refused(server, tmp_path):
                                                 logrotate_dir=str(tmp_path / "logrotate.d")))
     assert failed.get("failed") and "logrotate reads as a pattern" in failed["msg"]
     assert not os.path.exists(str(tmp_path / "logrotate.d")) and not os.path.exists(server["state_dir"])
+
+
+# How the sglang_server role fingerprinted the virtualenv before the module did it (venv_path).
+FIND_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.find:
+        paths: "{venv}/lib"
+        recurse: true
+        depth: 3
+        file_type: any
+        patterns: [torch-*.dist-info, sglang-*.dist-info, sgl_kernel-*.dist-info, flashinfer_python-*.dist-info,
+                   flashinfer_jit_cache-*.dist-info, _blackwell_gpu_node_env.py]
+        get_checksum: true
+      register: found
+    - ansible.builtin.debug:
+        msg: >-
+          {{{{ found.files | sort(attribute='path') | map(attribute='path')
+               | zip(found.files | sort(attribute='path') | map(attribute='checksum', default=''))
+               | to_json | hash('sha256') }}}}
+"""
+
+
+def server_environment(pid):
+    with open("/proc/%d/environ" % pid, "rb") as handle:
+        return dict(item.decode().split("=", 1) for item in handle.read().split(b"\0") if item)
+
+
+@pytest.fixture(name="stack_server")
+def fixture_stack_server(server, tmp_path):
+    """The server options with venv_path: a virtualenv holding the stack's dist-info and a rendered environment."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "torch-2.9.1+cu128.dist-info").mkdir()
+    (site / "sglang-0.5.9.dist-info").mkdir()
+    (site / "_blackwell_gpu_node_env.py").write_text("ENV = {}\n")
+    params = dict(server, venv_path=str(venv))
+    del params["python"]
+    return params, site
+
+
+def test_venv_path_restarts_on_a_changed_stack_or_environment_only(stack_server):
+    params, site = stack_server
+    first = run_module("sglang_server", **params)
+    assert first["argv"][0] == params["venv_path"] + "/bin/python"
+    assert run_module("sglang_server", **params)["changed"] is False
+    (site / "numpy-2.3.5.dist-info").mkdir()
+    assert run_module("sglang_server", **params)["changed"] is False
+    (site / "_blackwell_gpu_node_env.py").write_text("ENV = {'NCCL_DEBUG': 'INFO'}\n")
+    edited = run_module("sglang_server", **params)
+    assert edited["actions"] == ["stopped", "started"] and edited["pid"] != first["pid"]
+    (site / "torch-2.9.1+cu128.dist-info").rename(site / "torch-2.9.1+cu130.dist-info")
+    upgraded = run_module("sglang_server", **params)
+    assert upgraded["actions"] == ["stopped", "started"] and upgraded["pid"] != edited["pid"]
+    assert run_module("sglang_server", **params)["changed"] is False
+
+
+def test_venv_path_keeps_the_digest_the_role_computed_with_find(stack_server, tmp_path):
+    params, _site = stack_server
+    started = run_module("sglang_server", **params)
+    playbook = tmp_path / "find.yml"
+    playbook.write_text(FIND_PLAY.format(venv=params["venv_path"]))
+    completed = run_bounded(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-c", "local", "-i", "localhost,", "-e",
+         "ansible_python_interpreter=" + sys.executable, str(playbook)],
+        timeout=120, env=dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json"))
+    role_digest = json.loads(completed.stdout)["plays"][0]["tasks"][1]["hosts"]["localhost"]["msg"]
+    assert server_environment(started["pid"])["BLACKWELL_GPU_NODE_RUNS_FROM"] == role_digest
+
+
+def test_a_venv_path_without_python_is_named_before_anything_starts(stack_server):
+    params, _site = stack_server
+    os.unlink(os.path.join(params["venv_path"], "bin", "python"))
+    failed = run_module("sglang_server", **params)
+    assert failed["failed"] and not failed["changed"]
+    assert "venv_path=%s has no executable bin/python" % params["venv_path"] in failed["msg"]

@@ -1,4 +1,5 @@
 import calendar
+import hashlib
 import json
 import os
 import shutil
@@ -1384,3 +1385,73 @@ def test_enable_metrics_adds_the_flag_sglang_knows_and_only_when_asked():
     argv = core.build_argv(options(enable_metrics=True))
     assert argv.count("--enable-metrics") == 1
     assert parse_args(argv[3:]).enable_metrics is True
+
+
+def test_a_virtualenv_without_its_interpreter_is_named_by_venv_path(tmp_path):
+    venv = str(tmp_path / "ml-env")
+    problems = core.check_options(dict(valid(tmp_path), venv_path=venv, python=venv + "/bin/python"))
+    assert problems == [
+        "venv_path=%s has no executable bin/python or is not an absolute path: install the stack there first "
+        "(role blackwell.gpu_node.ml_stack), or point venv_path at the virtualenv with the stack" % venv]
+
+
+def stack_venv(root):
+    """A virtualenv's lib/ with the stack's entries, an unrelated package, a link and an entry too deep."""
+    site = root / "lib" / "python3.12" / "site-packages"
+    for name in ("torch-2.9.1+cu130.dist-info", "sglang-0.5.9.dist-info", "sgl_kernel-0.3.21.dist-info",
+                 "flashinfer_python-0.6.3.dist-info", "flashinfer_jit_cache-0.6.3+cu130.dist-info",
+                 "numpy-2.3.5.dist-info", "torch/vendored/sglang-0.1.dist-info"):
+        (site / name).mkdir(parents=True)
+    (site / "_blackwell_gpu_node_env.py").write_text("ENV = {}\n")
+    elsewhere = root / "elsewhere"
+    (elsewhere / "torch-0.1.dist-info").mkdir(parents=True)
+    (root / "lib" / "linked").symlink_to(elsewhere)
+    (root / "lib" / "torch-1.0.dist-info").symlink_to(elsewhere / "torch-0.1.dist-info")
+    return site
+
+
+def test_runs_from_lists_the_stack_and_the_environment_three_levels_under_lib(tmp_path):
+    site = stack_venv(tmp_path)
+    env_sha1 = hashlib.sha1(b"ENV = {}\n").hexdigest()
+    assert core.runs_from(str(tmp_path)) == sorted(
+        [[str(site / name), ""] for name in (
+            "torch-2.9.1+cu130.dist-info", "sglang-0.5.9.dist-info", "sgl_kernel-0.3.21.dist-info",
+            "flashinfer_python-0.6.3.dist-info", "flashinfer_jit_cache-0.6.3+cu130.dist-info")]
+        # A link is listed by its name, without a checksum, and not followed.
+        + [[str(site / "_blackwell_gpu_node_env.py"), env_sha1], [str(tmp_path / "lib" / "torch-1.0.dist-info"), ""]])
+
+
+def test_the_digest_is_the_one_the_role_computed_with_ansible_filters(tmp_path):
+    from ansible.plugins.filter.core import get_hash, to_json
+    stack_venv(tmp_path)
+    found = core.runs_from(str(tmp_path) + "/")
+    # The role's expression before the module: sorted paths zipped with checksums, to_json, hash('sha256').
+    paths = [path for path, _checksum in found]
+    checksums = [checksum for _path, checksum in found]
+    assert core.runs_from_digest(str(tmp_path)) == get_hash(to_json(list(zip(paths, checksums))), "sha256")
+
+
+@pytest.mark.parametrize("change", [
+    lambda site: (site / "torch-2.9.1+cu130.dist-info").rename(site / "torch-2.9.2+cu130.dist-info"),
+    lambda site: (site / "_blackwell_gpu_node_env.py").write_text("ENV = {'NCCL_DEBUG': 'INFO'}\n"),
+    lambda site: (site / "flashinfer_jit_cache-0.6.3+cu130.dist-info").rmdir(),
+])
+def test_a_change_of_the_stack_or_environment_changes_the_digest(tmp_path, change):
+    site = stack_venv(tmp_path)
+    before = core.runs_from_digest(str(tmp_path))
+    change(site)
+    assert core.runs_from_digest(str(tmp_path)) != before
+
+
+def test_other_packages_leave_the_digest_alone(tmp_path):
+    site = stack_venv(tmp_path)
+    before = core.runs_from_digest(str(tmp_path))
+    (site / "numpy-2.3.5.dist-info").rename(site / "numpy-2.4.0.dist-info")
+    (site / "torch" / "vendored" / "sglang-0.2.dist-info").mkdir()
+    assert core.runs_from_digest(str(tmp_path)) == before
+
+
+def test_a_lib_too_large_to_walk_is_named(tmp_path):
+    stack_venv(tmp_path)
+    with pytest.raises(core.InvalidOption, match=r"^venv_path=%s holds more than 5 entries under lib/" % tmp_path):
+        core.runs_from(str(tmp_path), max_entries=5)
