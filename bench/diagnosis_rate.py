@@ -14,11 +14,9 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHECKOUT / ".build" / "collections"))
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower  # noqa: E402
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter  # noqa: E402
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import (  # noqa: E402
-    StartupClassifier,
-)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower  # noqa: E402
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import Waiter  # noqa: E402
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier  # noqa: E402
 
 LOGS = CHECKOUT / "tests" / "data" / "sglang_logs"
 

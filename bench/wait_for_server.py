@@ -27,11 +27,9 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHECKOUT / ".build" / "collections"))
 sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower  # noqa: E402
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter  # noqa: E402
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import (  # noqa: E402
-    StartupClassifier,
-)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower  # noqa: E402
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import Waiter  # noqa: E402
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier  # noqa: E402
 from process_tree import kill_tree  # noqa: E402
 
 READY_LINE = "[2026-11-30 10:00:00] The server is fired up and ready to roll!"

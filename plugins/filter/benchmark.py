@@ -8,7 +8,7 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._benchmark import BenchmarkError, compare, table
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.benchmark import BenchmarkError, compare, table
 
 
 def benchmark_compare(current, previous, max_drop_percent):

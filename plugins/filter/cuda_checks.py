@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_checks import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.checks import (
     cuda_home_problems,
     repository_key_problems,
 )

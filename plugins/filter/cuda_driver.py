@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.driver import (
     debian_mirror_problems,
     module_state,
     parse_installed,

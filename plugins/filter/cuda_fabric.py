@@ -6,8 +6,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import parse_installed, parse_madison
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.driver import parse_installed, parse_madison
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric import (
     INSTALLED_PATTERNS,
     decision,
     plan,

@@ -8,7 +8,7 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     build_decision,
     build_plan,
     dependencies,

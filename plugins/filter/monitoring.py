@@ -8,7 +8,7 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _monitoring
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import monitoring as _monitoring
 
 
 def monitoring_problems(settings):

@@ -8,7 +8,7 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     RuntimeEnvError,
     build_environment,
     module_code,

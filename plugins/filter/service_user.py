@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._service_user import problems
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.service_user import problems
 
 
 def service_user_problems(settings):

@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._speculative import from_argv, problems
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.speculative import from_argv, problems
 
 
 def speculative_problems(settings, prefix):

@@ -8,11 +8,8 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import (
-    StackProfileError,
-    os_id,
-    resolve,
-)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import StackProfileError, resolve
 
 
 def stack_profile(name, profiles, custom=None):

@@ -8,7 +8,7 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._upgrade_report import report
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade_report import report
 
 
 def upgrade_report(hosts, noted, target):

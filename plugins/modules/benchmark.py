@@ -130,7 +130,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._benchmark import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.benchmark import (
     WORKLOADS,
     BenchmarkError,
     bench_serving_argv,

@@ -97,7 +97,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import (
     classify,
     option_problems,
     read_conf_files,

@@ -209,7 +209,7 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts.compat import ansible_facts
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_state import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
     adopted,
     observe_host,
     platform_settings,

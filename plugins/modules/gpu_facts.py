@@ -162,7 +162,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather_host
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gather_host
 
 
 def main():

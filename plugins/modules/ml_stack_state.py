@@ -126,7 +126,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     converged_report,
     observe_stack,
     stack_unconverged_reasons,

@@ -124,8 +124,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import MARKER
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node_snapshot import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import MARKER
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot import (
     CUDA_LINK,
     LINKER_CONF,
     LINKER_DIR,
@@ -138,16 +138,15 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node_snapshot 
     snapshot_problems,
     summary,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import masked_argv
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_argv
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     OPEN_NO_LINK,
-    BadState,
-    InvalidOption,
-    Instance,
     open_directory,
     remove,
     write_atomically,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import BadState, Instance
 
 SNAPSHOT_LIMIT = 1 << 20
 

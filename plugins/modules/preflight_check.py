@@ -158,21 +158,23 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.facts import ansible_collector, default_collectors
 from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import INSTALLED_PATTERNS
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather_host
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric import INSTALLED_PATTERNS
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gather_host
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     evaluate,
     observe,
     refusal,
     venv_python_state,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     BadState,
     Instance,
-    InvalidOption,
     SystemdFailed,
-    name_problems,
     observe_recorded,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import (
+    name_problems,
     port_state,
     text_problems,
 )

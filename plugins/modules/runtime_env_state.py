@@ -84,7 +84,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     observe_venv,
     unconverged_reasons,
 )

@@ -223,10 +223,14 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._kernel_log import kernel_events, read_kernel_log
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogPathError
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import SECRET_FLAGS, masked_text, secret_values
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnosis import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import kernel_events, read_kernel_log
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
+    SECRET_FLAGS,
+    masked_text,
+    secret_values,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnosis import (
     NoSuchLaunch,
     classify_launch,
     gpu_processes,
@@ -234,16 +238,14 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnos
     read_launch_log,
     verdict,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import boot_id, group_members
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import UNIT_PROPERTIES, unit_status
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     LAUNCH_FIELDS,
-    UNIT_PROPERTIES,
     BadState,
     Instance,
-    boot_id,
-    group_members,
-    name_problems,
-    unit_status,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import name_problems
 
 
 def server_state(module, instance, recorded):

@@ -469,53 +469,65 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
     SECRET_FLAGS,
     masked_argv,
     secret_values,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import (
-    BadState,
-    Instance,
-    InvalidOption,
-    RUNS_FROM_VARIABLE,
-    SystemdFailed,
-    boot_id,
-    build_argv,
-    check_options,
-    device_holders,
-    env_digest,
-    environment_file,
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     foreign_writable,
-    group_members,
-    launch,
-    log_offset,
-    logrotate_config,
-    logrotate_problem,
-    name_problems,
-    normalized_environment,
-    observe_recorded,
-    observe_unit,
     open_directory,
     path_kind,
-    port_state,
-    process_start_time,
-    process_uid,
     read_text,
     remove,
-    resolve_manager,
-    runs_from_digest,
-    secret_flag_problems,
-    service_account,
-    systemctl,
-    systemd_unit,
-    terminate,
-    text_problems,
-    user_name,
-    wait_gpu_release,
     write_atomically,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._speculative import DRAFT_ALGORITHMS
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import (
+    boot_id,
+    group_members,
+    process_start_time,
+    process_uid,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import environment_file
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
+    BadState,
+    Instance,
+    SystemdFailed,
+    observe_recorded,
+    observe_unit,
+    systemctl,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import (
+    build_argv,
+    check_options,
+    env_digest,
+    name_problems,
+    normalized_environment,
+    port_state,
+    resolve_manager,
+    secret_flag_problems,
+    service_account,
+    text_problems,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.processes import (
+    device_holders,
+    launch,
+    log_offset,
+    terminate,
+    wait_gpu_release,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.runs_from import (
+    RUNS_FROM_VARIABLE,
+    runs_from_digest,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.service_files import (
+    logrotate_config,
+    logrotate_problem,
+    systemd_unit,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.speculative import DRAFT_ALGORITHMS
 
 
 def server_env(params):

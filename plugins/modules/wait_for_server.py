@@ -255,11 +255,11 @@ from urllib.parse import urlparse
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter, probe_failure
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import SECRET_FLAGS, masked_text
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import Waiter, probe_failure
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import SECRET_FLAGS, masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier
 
 PROBE_TIMEOUT = 2
 FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")

@@ -4,7 +4,7 @@
 # The benchmark client against a process that really serves tokens from the GPU: the SGLang stand-in with
 # SGLANG_STANDIN_TORCH=1 under the host's torch (TORCH_PYTHON, default /opt/torch/.venv/bin/python), each token
 # one step of half-precision layers on the GPU, streamed through /v1/completions. The client is the collection's
-# own (plugins/module_utils/_benchmark.py, loaded as it is by the host's python3, no Ansible), run on the
+# own (plugins/module_utils/_sglang/benchmark.py, loaded as it is by the host's python3, no Ansible), run on the
 # decode-heavy and decode-batch workloads. It prints the client's CPU time per 1,000 tokens next to the server's,
 # to show that the client's overhead is negligible next to a server. The token rates are the stand-in's GPU loop,
 # nothing of SGLang. Writes OUTPUT_DIR/benchmark.txt and OUTPUT_DIR/benchmark.json; exits non-zero on a failure.
@@ -41,7 +41,7 @@ import os
 import sys
 import time
 
-spec = importlib.util.spec_from_file_location("_benchmark", "plugins/module_utils/_benchmark.py")
+spec = importlib.util.spec_from_file_location("_benchmark", "plugins/module_utils/_sglang/benchmark.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 ticks = os.sysconf("SC_CLK_TCK")

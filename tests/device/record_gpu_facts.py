@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import gather
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gather
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 NVSWITCH_DRIVER = "/sys/bus/pci/drivers/nvidia-nvswitch"

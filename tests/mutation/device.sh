@@ -49,7 +49,7 @@ if [ $# -eq 0 ]; then
   set --
   for file in "${all[@]}"; do
     case $file in
-      plugins/module_utils/_runtime_env.py | plugins/module_utils/_sglang_log.py) ;;
+      plugins/module_utils/_stack/runtime_env.py | plugins/module_utils/_sglang/log.py) ;;
       *) set -- "$@" "$file" ;;
     esac
   done

@@ -1,7 +1,7 @@
 """Mutation testing of the pure-Python cores over N worker processes, with a deadline (`make mutation`).
 
 usage: python tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [FILE...]
-       (default FILE: plugins/module_utils/_*.py and plugins/filter/*.py, largest first)
+       (default FILE: plugins/module_utils/_*/*.py and plugins/filter/*.py, largest first)
 
 mutmut 2.5.1 runs one mutant at a time; this driver makes the same mutants with mutmut's own functions
 (list_mutations and mutate, the same Context as `mutmut run` without a config) and tests each one against the unit
@@ -80,7 +80,8 @@ def unit_tests_of(root, file):
     if file.startswith("plugins/filter/"):
         pattern = re.compile(r"plugins\.filter\.%s\b|plugins/filter/%s\.py" % (name, name))
     else:
-        pattern = re.compile(r"module_utils\.%s\b|module_utils import .*\b%s\b" % (name, name))
+        package = Path(file).parent.name
+        pattern = re.compile(r"module_utils\.%s\.%s\b|module_utils\.%s import .*\b%s\b" % (package, name, package, name))
     return sorted(str(path.relative_to(root)) for path in (root / "tests" / "unit").rglob("test_*.py")
                   if pattern.search(path.read_text(encoding="utf-8", errors="replace")))
 
@@ -200,7 +201,7 @@ def write_report(reports, result):
 
 
 def default_files(root):
-    files = sorted(root.glob("plugins/module_utils/_*.py")) + sorted(root.glob("plugins/filter/*.py"))
+    files = sorted(root.glob("plugins/module_utils/_*/[a-z]*.py")) + sorted(root.glob("plugins/filter/*.py"))
     return [str(path.relative_to(root)) for path in files]
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import Waiter
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier, diagnose
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import Waiter
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier, diagnose
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "sglang_logs"
 

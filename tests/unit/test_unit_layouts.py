@@ -8,7 +8,7 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 PROBE = '''
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
 
 def test_the_collection_imports_by_its_name():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import build_plan, verdict
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import build_plan, verdict
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "roles" / "ml_stack" / "files" / "inspect_stack.py"

@@ -15,7 +15,7 @@ import jinja2
 from ansible.plugins.filter.core import FilterModule as AnsibleFilters
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.runtime_environment import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import build_environment
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import build_environment
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "roles" / "runtime_env" / "templates" / "_blackwell_gpu_node_env.py.j2"
 SETTINGS = dict(cuda_home="/usr/local/cuda-13.0", triton_ptxas_path="/usr/local/cuda-13.0/bin/ptxas",

@@ -1,7 +1,7 @@
 """The cuda_driver filters: the driver core's functions as the cuda role calls them, from command outputs."""
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.cuda_driver import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _cuda_driver
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda import driver as _cuda_driver
 
 FILTERS = FilterModule().filters()
 

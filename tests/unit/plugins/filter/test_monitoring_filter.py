@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.monitoring import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _monitoring
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import monitoring as _monitoring
 
 FILTERS = FilterModule().filters()
 COUNTERS = [{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "GPU temperature (in C)."}]

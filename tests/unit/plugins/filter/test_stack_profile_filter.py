@@ -2,7 +2,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.stack_profile import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
 
 stack_profile = FilterModule().filters()["stack_profile"]
 

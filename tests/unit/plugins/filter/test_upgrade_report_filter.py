@@ -4,7 +4,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.upgrade_report import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._upgrade_report import report
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade_report import report
 
 upgrade_report = FilterModule().filters()["upgrade_report"]
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _benchmark as bench
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import benchmark as bench
 
 
 class Clock(object):

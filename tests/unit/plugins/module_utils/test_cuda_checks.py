@@ -1,7 +1,7 @@
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.cuda_checks import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_checks import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.checks import (
     cuda_home_problems,
     primary_fingerprints,
     repository_key_problems,

@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.driver import (
     branch_of,
     debian_mirror_problems,
     module_state,

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_driver import parse_installed, parse_madison
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_fabric import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.driver import parse_installed, parse_madison
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric import (
     INSTALLED_PATTERNS,
     SERVICE,
     needed,

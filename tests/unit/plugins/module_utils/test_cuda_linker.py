@@ -3,14 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_linker import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import (
     classify,
     cuda_major,
     entries,
     option_problems,
     read_conf_files,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda_state import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
     adopted,
     file_state,
     observe_host,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _kernel_log as core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import kernel_log as core
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "kernel_log"
 

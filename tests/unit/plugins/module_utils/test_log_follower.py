@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import (
     MAX_BYTES_PER_CALL,
     LogFollower,
     LogPathError,
@@ -206,7 +206,7 @@ def test_a_crlf_pair_split_between_two_reads_is_one_line_end(tmp_path):
 
 
 def test_a_crlf_pair_split_between_two_chunks_is_one_line_end(tmp_path, monkeypatch):
-    from ansible_collections.blackwell.gpu_node.plugins.module_utils import _log_follower
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import log_follower as _log_follower
 
     monkeypatch.setattr(_log_follower, "READ_CHUNK", 8)
     log = tmp_path / "server.log"

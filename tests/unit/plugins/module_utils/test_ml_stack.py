@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     build_decision,
     PIP_OPTIONS,
     build_plan,
@@ -22,7 +22,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack impor
     prune_plan,
     verdict,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
 
 ROOT = Path(__file__).resolve().parents[4]
 PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]

@@ -12,8 +12,8 @@ import yaml
 
 from ansible.plugins.filter.core import to_nice_json
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _ml_stack
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import ml_stack as _ml_stack
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     build_plan,
     converged_report,
     marker_text,
@@ -21,7 +21,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack impor
     stack_unconverged_reasons,
     verdict,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
 
 ROOT = Path(__file__).resolve().parents[4]
 PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]

@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _monitoring as core
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_server import HARDENING
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import monitoring as core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING
 
 SHA = "0" * 63 + "a"
 COUNTERS = [{"field": "DCGM_FI_DEV_XID_ERRORS", "type": "gauge", "help": "Value of the last XID error encountered."},
@@ -118,7 +118,7 @@ def test_the_counters_file_is_dcgm_exporters_csv():
 
 
 def test_the_default_counters_are_valid_and_cover_xid_ecc_and_throttling():
-    defaults = yaml.safe_load((Path(core.__file__).resolve().parents[2] / "roles" / "monitoring" / "defaults"
+    defaults = yaml.safe_load((Path(core.__file__).resolve().parents[3] / "roles" / "monitoring" / "defaults"
                                / "main.yml").read_text())
     counters = defaults["monitoring_exporter_counters"]
     assert core.counter_problems(counters) == []

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import parse_query, parse_topology
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import parse_query, parse_topology
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     RuntimeEnvError,
     build_environment,
     choose_nccl_profile,

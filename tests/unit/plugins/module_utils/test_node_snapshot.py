@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node_snapshot import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot import (
     CUDA_LINK,
     DISABLED_SUFFIX,
     LINKER_CONF,

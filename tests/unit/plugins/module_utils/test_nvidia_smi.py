@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import (
     gather,
     kernel_module_flavour,
     kernel_module_version,

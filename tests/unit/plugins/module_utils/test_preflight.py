@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._nvidia_smi import parse_query
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import parse_query
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     GIB,
     driver_branch,
     evaluate,
@@ -13,8 +13,9 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight impo
     free_space,
     reboot_pending,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import build_plan, profile_virtualenv
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import os_id, resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import build_plan, profile_virtualenv
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
 
 ROOT = Path(__file__).resolve().parents[4]
 PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]

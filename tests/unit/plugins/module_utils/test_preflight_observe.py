@@ -3,7 +3,7 @@ read it before, and the refusal message the role's assert printed."""
 import os
 import pwd
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._preflight import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     model_state,
     observe,
     refusal,

@@ -7,15 +7,15 @@ import time
 import urllib.error
 from pathlib import Path
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _readiness as readiness_core
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogFollower
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._readiness import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import readiness as readiness_core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import (
     Waiter,
     probe_failure,
     process_is_running,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import MASK, masked_text
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import StartupClassifier, diagnose
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import MASK, masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier, diagnose
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "sglang_logs"
 

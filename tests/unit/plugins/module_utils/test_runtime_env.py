@@ -7,7 +7,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     HOOK_FILE,
     INSPECT_PATH,
     MODULE_FILE,
@@ -20,7 +20,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._runtime_env im
     unconverged_reasons,
     venv_owner,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
 PCIE_BLACKWELL = {
     "NCCL_PROTO": "LL",

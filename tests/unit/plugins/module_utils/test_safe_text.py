@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
     control_character_problem,
     control_character_problems,
 )

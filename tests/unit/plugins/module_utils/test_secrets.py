@@ -1,4 +1,4 @@
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
     MASK,
     masked_argv,
     masked_text,

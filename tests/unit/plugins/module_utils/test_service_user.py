@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._service_user import problems
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.service_user import problems
 
 GOOD = {"name": "sglang", "group": "sglang", "home": "/var/lib/sglang", "groups": ["video", "render"]}
 

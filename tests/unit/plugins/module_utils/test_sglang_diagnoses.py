@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import diagnose
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import diagnose
 
 # The causes and fixes as reviewed; a change to what the operator reads is deliberate and updates this file.
 TEXTS = json.loads((Path(__file__).resolve().parents[3] / "data" / "what_operators_read" / "sglang_diagnoses.json")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _sglang_diagnosis as core
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._log_follower import LogPathError
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import diagnosis as core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "sglang_logs"
 CUDNN = (LOGS / "failure-cudnn-check-torch291-partial.log").read_bytes()

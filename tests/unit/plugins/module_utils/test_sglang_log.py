@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_log import (
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import (
     StartupClassifier,
     diagnose,
     parse_line,
@@ -254,7 +254,7 @@ def test_an_argparse_error_is_the_cause_and_names_the_flag():
 
 
 def test_catalogue_ids_are_unique_and_every_entry_has_a_cause_and_a_fix():
-    from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang_diagnoses import DIAGNOSES
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
 
     ids = [entry["id"] for entry in DIAGNOSES]
     assert len(ids) == len(set(ids))

@@ -13,8 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils import _sglang_server as core
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._secrets import masked_argv
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import accounts as common_accounts
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import errors as common_errors
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import files as common_files
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import processes as common_processes
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import secrets as common_secrets
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import systemd as common_systemd
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import instance as sglang_instance
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import options as sglang_options
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import processes as sglang_processes
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import runs_from as sglang_runs_from
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import service_files as sglang_service_files
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_argv
 
 STANDIN = Path(__file__).resolve().parents[3] / "fixtures" / "sglang_standin"
 sys.path.insert(0, str(STANDIN))
@@ -45,13 +55,13 @@ REFERENCE_OPTIONS = options(tensor_parallel_size=8, trust_remote_code=True, cuda
 
 
 def test_reference_inputs_give_the_reference_command():
-    argv = core.build_argv(REFERENCE_OPTIONS)
+    argv = sglang_options.build_argv(REFERENCE_OPTIONS)
     assert argv[:3] == ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server"]
     assert vars(parse_args(argv[3:])) == vars(parse_args(REFERENCE[3:]))
 
 
 def test_full_flag_names_are_emitted():
-    argv = core.build_argv(REFERENCE_OPTIONS)
+    argv = sglang_options.build_argv(REFERENCE_OPTIONS)
     assert "--tensor-parallel-size" in argv and "--tp" not in argv
     assert argv == [
         "/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi-k2.5-int4",
@@ -61,7 +71,7 @@ def test_full_flag_names_are_emitted():
 
 
 def test_multi_node_speculative_attention_extra():
-    argv = core.build_argv(options(
+    argv = sglang_options.build_argv(options(
         nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:5000", attention_backend="flashinfer",
         speculative={"algorithm": "EAGLE3", "draft_model_path": "/m/draft", "num_steps": 3, "eagle_topk": 1,
                      "num_draft_tokens": 4},
@@ -76,21 +86,22 @@ def test_multi_node_speculative_attention_extra():
 
 
 def test_single_node_passes_no_multi_node_flags():
-    assert "--nnodes" not in core.build_argv(options(dist_init_addr="10.0.0.1:5000"))
+    assert "--nnodes" not in sglang_options.build_argv(options(dist_init_addr="10.0.0.1:5000"))
 
 
 def test_api_key_is_masked_by_the_shared_module_only():
-    argv = core.build_argv(options(api_key="s3cr3t"))
+    argv = sglang_options.build_argv(options(api_key="s3cr3t"))
     assert argv[-2:] == ["--api-key", "s3cr3t"]
     assert masked_argv(argv)[-2:] == ["--api-key", "********"]
-    # One list of secret flags and one masking function, in _secrets: no copy here.
-    assert not any(hasattr(core, name) for name in ("masked", "MASK_TEXT")) and core.SECRET_FLAGS is not None
-    assert "SECRET_FLAGS = " not in Path(core.__file__).read_text()
+    # One list of secret flags and one masking function, in _common/secrets.py: no copy here.
+    for core in (sglang_options, sglang_service_files, sglang_instance):
+        assert not any(hasattr(core, name) for name in ("masked", "MASK_TEXT")) and common_secrets.SECRET_FLAGS is not None
+        assert "SECRET_FLAGS = " not in Path(core.__file__).read_text()
 
 
 def test_env_digest_ignores_order_and_sees_values():
-    assert core.env_digest({"A": "1", "B": "2"}) == core.env_digest({"B": "2", "A": "1"})
-    assert core.env_digest({"A": "1"}) != core.env_digest({"A": "2"})
+    assert sglang_options.env_digest({"A": "1", "B": "2"}) == sglang_options.env_digest({"B": "2", "A": "1"})
+    assert sglang_options.env_digest({"A": "1"}) != sglang_options.env_digest({"A": "2"})
 
 
 def valid(tmp_path):
@@ -99,7 +110,7 @@ def valid(tmp_path):
 
 
 def test_valid_options_have_no_problem(tmp_path):
-    assert core.check_options(valid(tmp_path)) == []
+    assert sglang_options.check_options(valid(tmp_path)) == []
 
 
 @pytest.mark.parametrize("change,problem", [
@@ -119,7 +130,7 @@ def test_valid_options_have_no_problem(tmp_path):
 def test_each_bad_option_is_named(tmp_path, change, problem):
     params = valid(tmp_path)
     params.update(change)
-    problems = core.check_options(params)
+    problems = sglang_options.check_options(params)
     assert len(problems) == 1 and problems[0].startswith(problem)
 
 
@@ -127,25 +138,25 @@ def test_log_path_under_a_file_is_named(tmp_path):
     params = valid(tmp_path)
     (tmp_path / "file").write_text("")
     params["log_path"] = str(tmp_path / "file" / "dir" / "s.log")
-    assert core.check_options(params) == ["log_path=%s: %s is not a writable directory" % (
+    assert sglang_options.check_options(params) == ["log_path=%s: %s is not a writable directory" % (
         params["log_path"], tmp_path / "file")]
 
 
 def test_missing_log_directory_is_no_problem_as_it_is_created(tmp_path):
     params = valid(tmp_path)
     params["log_path"] = str(tmp_path / "new" / "dir" / "s.log")
-    assert core.check_options(params) == []
+    assert sglang_options.check_options(params) == []
 
 
 def test_hub_id_is_not_looked_for_on_disk(tmp_path):
     params = valid(tmp_path)
     params.update(model_path="moonshotai/Kimi-K2.5", model_is_hub_id=True)
-    assert core.check_options(params) == []
+    assert sglang_options.check_options(params) == []
 
 
 def recorded(pid, argv, **changes):
-    state = {"pid": pid, "start_time": core.process_start_time(pid), "argv": argv, "env_digest": "", "log_path": "/l",
-             "offset": 0, "boot_id": core.boot_id()}
+    state = {"pid": pid, "start_time": common_processes.process_start_time(pid), "argv": argv, "env_digest": "", "log_path": "/l",
+             "offset": 0, "boot_id": common_processes.boot_id()}
     state.update(changes)
     return state
 
@@ -155,13 +166,13 @@ def sleeping():
     line, and a test that compares command lines would fail now and then on a busy machine."""
     started = subprocess.Popen(["sleep", "30"])
     deadline = time.monotonic() + 10
-    while core.process_argv(started.pid) != ["sleep", "30"] and time.monotonic() < deadline:
+    while common_processes.process_argv(started.pid) != ["sleep", "30"] and time.monotonic() < deadline:
         time.sleep(0.01)
     return started
 
 
 def test_instance_recognises_its_process_by_start_time(tmp_path):
-    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
     child = sleeping()
     try:
         state = recorded(child.pid, ["sleep", "30"])
@@ -184,12 +195,12 @@ def test_instance_recognises_its_process_by_start_time(tmp_path):
 
 
 def test_a_process_of_another_user_or_command_is_never_taken_for_ours(tmp_path):
-    instance = core.Instance(str(tmp_path), "sglang")
+    instance = sglang_instance.Instance(str(tmp_path), "sglang")
     child = sleeping()
     try:
-        with pytest.raises(core.BadState, match="pid %d runs as uid %d, not as uid 4242" % (child.pid, os.getuid())):
+        with pytest.raises(sglang_instance.BadState, match="pid %d runs as uid %d, not as uid 4242" % (child.pid, os.getuid())):
             instance.running(recorded(child.pid, ["sleep", "30"]), uid=4242)
-        with pytest.raises(core.BadState, match="runs 'sleep 30', not the recorded server's command line"):
+        with pytest.raises(sglang_instance.BadState, match="runs 'sleep 30', not the recorded server's command line"):
             instance.running(recorded(child.pid, ["python", "-m", "sglang.launch_server"]))
     finally:
         child.kill()
@@ -204,8 +215,8 @@ def test_a_retitled_sglang_process_is_still_ours(tmp_path):
         (own / name).write_text(Path("/proc/self/%s" % name).read_text())
     (own / "cmdline").write_bytes(b"sglang::main\0")
     state = recorded(os.getpid(), ["python", "-m", "sglang.launch_server"])
-    state["start_time"] = core.process_start_time(os.getpid(), proc_root=str(tmp_path))
-    assert core.Instance(str(tmp_path), "sglang").running(state, proc_root=str(tmp_path))
+    state["start_time"] = common_processes.process_start_time(os.getpid(), proc_root=str(tmp_path))
+    assert sglang_instance.Instance(str(tmp_path), "sglang").running(state, proc_root=str(tmp_path))
 
 
 @pytest.mark.parametrize("content,problem", [
@@ -220,8 +231,8 @@ def test_a_retitled_sglang_process_is_still_ours(tmp_path):
 ])
 def test_a_state_file_that_cannot_be_trusted_is_named(tmp_path, content, problem):
     (tmp_path / "sglang.json").write_text(content)
-    with pytest.raises(core.BadState) as raised:
-        core.Instance(str(tmp_path), "sglang").load()
+    with pytest.raises(sglang_instance.BadState) as raised:
+        sglang_instance.Instance(str(tmp_path), "sglang").load()
     message = str(raised.value)
     assert message.startswith("The state file %s cannot be trusted: %s" % (tmp_path / "sglang.json", problem))
     assert "Nothing was signalled" in message and "remove %s" % (tmp_path / "sglang.json") in message
@@ -232,8 +243,8 @@ def test_a_state_file_that_is_a_link_is_not_read(tmp_path):
     target.write_text("{}")
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "sglang.json").symlink_to(target)
-    with pytest.raises(core.BadState, match="it cannot be opened as a file"):
-        core.Instance(str(tmp_path / "state"), "sglang").load()
+    with pytest.raises(sglang_instance.BadState, match="it cannot be opened as a file"):
+        sglang_instance.Instance(str(tmp_path / "state"), "sglang").load()
 
 
 def test_saving_never_writes_through_a_link(tmp_path):
@@ -244,7 +255,7 @@ def test_saving_never_writes_through_a_link(tmp_path):
     for name in ("sglang.json.tmp", "sglang.pid.tmp", "sglang.json", "sglang.pid"):
         (state_dir / name).symlink_to(target)
     child_state = recorded(os.getpid(), ["x"])
-    core.Instance(str(state_dir), "sglang").save(child_state)
+    sglang_instance.Instance(str(state_dir), "sglang").save(child_state)
     assert target.read_text() == "untouched"
     assert not (state_dir / "sglang.json").is_symlink() and not (state_dir / "sglang.pid").is_symlink()
     assert sorted(name for name in os.listdir(str(state_dir)) if not (state_dir / name).is_symlink()) == [
@@ -254,24 +265,24 @@ def test_saving_never_writes_through_a_link(tmp_path):
 def test_a_state_dir_that_is_a_link_is_refused(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "state").symlink_to(tmp_path / "real")
-    with pytest.raises(core.InvalidOption, match="state_dir=%s is a symbolic link" % (tmp_path / "state")):
-        core.Instance(str(tmp_path / "state"), "sglang").save(recorded(os.getpid(), ["x"]))
+    with pytest.raises(common_errors.InvalidOption, match="state_dir=%s is a symbolic link" % (tmp_path / "state")):
+        sglang_instance.Instance(str(tmp_path / "state"), "sglang").save(recorded(os.getpid(), ["x"]))
     assert os.listdir(str(tmp_path / "real")) == []
     params = options(state_dir=str(tmp_path / "state"))
-    assert core.name_problems(params) == ["state_dir=%s is a symbolic link: point state_dir at a directory (root "
+    assert sglang_options.name_problems(params) == ["state_dir=%s is a symbolic link: point state_dir at a directory (root "
                                           "writes there, and never through a link)" % (tmp_path / "state")]
 
 
 @pytest.mark.parametrize("name", ["kimi/k2", "../x", "..", "a..b", ".hidden", "", "x\n", "a@b", "50%", "a b",
                                   "x" * 65])
 def test_bad_names_are_refused(name):
-    problems = core.name_problems(options(name=name))
+    problems = sglang_options.name_problems(options(name=name))
     assert problems and any(problem.startswith("name=%r must be" % name) for problem in problems)
 
 
 @pytest.mark.parametrize("name", ["sglang", "kimi-k2.5_int4", "K2", "x" * 64])
 def test_good_names_pass(name):
-    assert core.name_problems(options(name=name)) == []
+    assert sglang_options.name_problems(options(name=name)) == []
 
 
 @pytest.mark.parametrize("change,variable", [
@@ -296,19 +307,19 @@ def test_good_names_pass(name):
     (dict(logrotate_dir="/etc/logrotate.d\n"), "logrotate_dir"),
 ])
 def test_control_characters_are_refused_naming_the_option(change, variable):
-    problems = core.text_problems(options(**change))
+    problems = sglang_options.text_problems(options(**change))
     assert len(problems) == 1 and problems[0].startswith(variable + ": the value holds the control character")
 
 
 def test_control_characters_in_name_and_state_dir_are_refused():
-    problems = core.name_problems(options(name="a\nb", state_dir="/var/lib/x\n"))
+    problems = sglang_options.name_problems(options(name="a\nb", state_dir="/var/lib/x\n"))
     assert [problem.split(":")[0] for problem in problems[:2]] == ["name", "state_dir"]
 
 
 def test_environment_numbers_become_text_and_booleans_are_refused():
-    assert core.normalized_environment({"SGLANG_STANDIN_STEP": 0.05, "NCCL_DEBUG": 1, "A": "x"}, "env") == (
+    assert sglang_options.normalized_environment({"SGLANG_STANDIN_STEP": 0.05, "NCCL_DEBUG": 1, "A": "x"}, "env") == (
         {"SGLANG_STANDIN_STEP": "0.05", "NCCL_DEBUG": "1", "A": "x"}, [])
-    values, problems = core.normalized_environment({"FLAG": True, "NONE": None, "1X": "v", "A-B": "v"}, "env")
+    values, problems = sglang_options.normalized_environment({"FLAG": True, "NONE": None, "1X": "v", "A-B": "v"}, "env")
     assert values == {}
     assert problems == [
         "env: '1X' is not an environment variable name (letters, digits and _, not starting with a digit)",
@@ -319,8 +330,8 @@ def test_environment_numbers_become_text_and_booleans_are_refused():
 
 
 def test_secret_flags_must_be_long_options():
-    assert core.secret_flag_problems(["--hf-token", "--x"]) == []
-    assert core.secret_flag_problems(["token", "--a b", "--x\n"]) == [
+    assert sglang_options.secret_flag_problems(["--hf-token", "--x"]) == []
+    assert sglang_options.secret_flag_problems(["token", "--a b", "--x\n"]) == [
         "secret_flags: %r is not a long option such as --admin-api-key" % flag for flag in ("token", "--a b", "--x\n")]
 
 
@@ -336,13 +347,13 @@ def odd_paths(tmp_path):
 @pytest.mark.parametrize("name,kind", [("fifo", "FIFO"), ("dir", "directory"), ("link", "symbolic link")])
 def test_only_a_regular_file_is_a_log(odd_paths, name, kind):
     path = str(odd_paths / name)
-    assert core.log_path_problem(path) == ("log_path=%s is a %s: only a regular file (or a path that does not exist "
+    assert sglang_options.log_path_problem(path) == ("log_path=%s is a %s: only a regular file (or a path that does not exist "
                                            "yet) is accepted as the server's log" % (path, kind))
     params = valid(odd_paths)
     params["log_path"] = path
-    assert core.log_path_problem(path) in core.check_options(params)
-    assert core.log_path_problem("/dev/null").startswith("log_path=/dev/null is a device")
-    assert core.log_path_problem(str(odd_paths / "new.log")) is None
+    assert sglang_options.log_path_problem(path) in sglang_options.check_options(params)
+    assert sglang_options.log_path_problem("/dev/null").startswith("log_path=/dev/null is a device")
+    assert sglang_options.log_path_problem(str(odd_paths / "new.log")) is None
 
 
 @pytest.mark.parametrize("name", ["fifo", "dir", "link"])
@@ -351,8 +362,8 @@ def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
 
     def open_it():
         try:
-            core.open_log(str(odd_paths / name))
-        except core.InvalidOption as exc:
+            sglang_processes.open_log(str(odd_paths / name))
+        except common_errors.InvalidOption as exc:
             outcome.append(str(exc))
     opener = threading.Thread(target=open_it, daemon=True)
     opener.start()
@@ -367,16 +378,16 @@ def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
 def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
     old_umask = os.umask(0)
     try:
-        descriptor = core.open_log(str(tmp_path / "logs" / "new.log"))
+        descriptor = sglang_processes.open_log(str(tmp_path / "logs" / "new.log"))
         os.close(descriptor)
         existing = tmp_path / "old.log"
         existing.write_text("x")
         existing.chmod(0o600)
-        assert core.log_offset(str(existing)) == 1
+        assert sglang_processes.log_offset(str(existing)) == 1
         world_readable = tmp_path / "earlier-version.log"
         world_readable.write_text("")
         world_readable.chmod(0o664)
-        os.close(core.open_log(str(world_readable)))
+        os.close(sglang_processes.open_log(str(world_readable)))
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE((tmp_path / "logs" / "new.log").stat().st_mode) == 0o640
@@ -386,7 +397,7 @@ def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
 
 def test_open_log_leaves_a_blocking_descriptor(tmp_path):
     import fcntl
-    descriptor = core.open_log(str(tmp_path / "s.log"))
+    descriptor = sglang_processes.open_log(str(tmp_path / "s.log"))
     try:
         assert not fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_NONBLOCK
     finally:
@@ -404,7 +415,7 @@ def test_process_start_time_is_field_22_of_stat():
                                 check=True, env=dict(os.environ, TZ="UTC", LC_ALL="C")).stdout.strip()
         started = calendar.timegm(time.strptime(lstart, "%a %b %d %H:%M:%S %Y"))
         boot = [int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")][0]
-        ticks = core.process_start_time(child.pid)
+        ticks = common_processes.process_start_time(child.pid)
         assert abs(boot + ticks / os.sysconf("SC_CLK_TCK") - started) <= 1.0
     finally:
         child.kill()
@@ -426,8 +437,8 @@ def test_a_reused_pid_with_another_start_time_is_not_our_server(tmp_path):
     (tmp_path / str(pid) / "status").write_text("Name:\tpython3\nUid:\t%d\t%d\t%d\t%d\n" % ((os.getuid(),) * 4))
     (tmp_path / str(pid) / "cmdline").write_bytes(b"sleep\x0030\x00")
     (tmp_path / str(pid) / "stat").write_text(fake_stat(pid, 8150432, comm="a) b (c"))
-    assert core.process_start_time(pid, proc_root=str(tmp_path)) == 8150432
-    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    assert common_processes.process_start_time(pid, proc_root=str(tmp_path)) == 8150432
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
     state = {"pid": pid, "start_time": 8150432, "argv": ["sleep", "30"], "env_digest": "", "log_path": "/l",
              "offset": 0, "boot_id": "this-boot", "uid": os.getuid()}
     assert instance.running(state, proc_root=str(tmp_path), boot="this-boot")
@@ -438,13 +449,13 @@ def test_a_reused_pid_with_another_start_time_is_not_our_server(tmp_path):
 def test_group_members_and_terminate(tmp_path):
     leader = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"], start_new_session=True)
     deadline = time.monotonic() + 5
-    while len(core.group_members(leader.pid)) < 3 and time.monotonic() < deadline:
+    while len(common_processes.group_members(leader.pid)) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
-    members = core.group_members(leader.pid)
+    members = common_processes.group_members(leader.pid)
     assert len(members) == 3 and leader.pid in members
-    assert core.terminate(members, grace=5, signal_group=leader.pid) == []
+    assert sglang_processes.terminate(members, grace=5, signal_group=leader.pid) == []
     leader.wait()
-    assert core.group_members(leader.pid) == []
+    assert common_processes.group_members(leader.pid) == []
 
 
 def test_terminate_escalates_to_sigkill():
@@ -452,7 +463,7 @@ def test_terminate_escalates_to_sigkill():
                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"],
                                 stdout=subprocess.PIPE)
     stubborn.stdout.readline()
-    assert core.terminate([stubborn.pid], grace=0.5) == [stubborn.pid]
+    assert sglang_processes.terminate([stubborn.pid], grace=0.5) == [stubborn.pid]
     assert stubborn.wait(5) == -9
 
 
@@ -463,8 +474,8 @@ def test_device_holders_finds_who_has_the_device_open(tmp_path):
                                "time.sleep(60)", str(device)], stdout=subprocess.PIPE)
     try:
         holder.stdout.readline()
-        assert core.device_holders([str(tmp_path / "nvidia*")]) == {holder.pid: [str(device)]}
-        assert core.device_holders([str(tmp_path / "nvidia*")], exclude=(holder.pid,)) == {}
+        assert sglang_processes.device_holders([str(tmp_path / "nvidia*")]) == {holder.pid: [str(device)]}
+        assert sglang_processes.device_holders([str(tmp_path / "nvidia*")], exclude=(holder.pid,)) == {}
     finally:
         holder.kill()
         holder.wait()
@@ -473,24 +484,24 @@ def test_device_holders_finds_who_has_the_device_open(tmp_path):
 def test_wait_gpu_release():
     answers = [{10, 11}, {11}, set()]
     clock = [0.0]
-    assert core.wait_gpu_release([10], timeout=5, query=lambda: answers.pop(0), sleep=lambda s: None,
+    assert sglang_processes.wait_gpu_release([10], timeout=5, query=lambda: answers.pop(0), sleep=lambda s: None,
                                  clock=lambda: clock[0]) is True
-    assert core.wait_gpu_release([10], timeout=5, query=lambda: None) is None
+    assert sglang_processes.wait_gpu_release([10], timeout=5, query=lambda: None) is None
     stuck = [{10}] * 3
     times = iter([0, 1, 6])
-    assert core.wait_gpu_release([10], timeout=5, query=lambda: stuck.pop(0), sleep=lambda s: None,
+    assert sglang_processes.wait_gpu_release([10], timeout=5, query=lambda: stuck.pop(0), sleep=lambda s: None,
                                  clock=lambda: next(times)) is False
 
 
 def test_gpu_memory_pids_without_nvidia_smi():
     def missing(*args, **kwargs):
         raise OSError(2, "No such file or directory: nvidia-smi")
-    assert core.gpu_memory_pids(run=missing) is None
+    assert sglang_processes.gpu_memory_pids(run=missing) is None
 
 
 def test_gpu_memory_pids_parses_the_query():
     completed = subprocess.CompletedProcess([], 0, stdout="1234\n5678\n", stderr="")
-    assert core.gpu_memory_pids(run=lambda *a, **k: completed) == {1234, 5678}
+    assert sglang_processes.gpu_memory_pids(run=lambda *a, **k: completed) == {1234, 5678}
 
 
 def test_bind_state():
@@ -498,8 +509,8 @@ def test_bind_state():
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        assert core.bind_state("127.0.0.1", port) == "in_use"
-    assert core.bind_state("127.0.0.1", port) == "free"
+        assert sglang_options.bind_state("127.0.0.1", port) == "in_use"
+    assert sglang_options.bind_state("127.0.0.1", port) == "free"
 
 
 def test_the_port_is_ours_only_while_our_running_server_listens_there():
@@ -509,12 +520,12 @@ def test_the_port_is_ours_only_while_our_running_server_listens_there():
         server.listen()
         port = server.getsockname()[1]
         recorded["argv"][-1] = str(port)
-        assert core.port_state(recorded, True, "127.0.0.1", port) == "ours"
+        assert sglang_options.port_state(recorded, True, "127.0.0.1", port) == "ours"
         # Our server gone (the pid another process's since), or listening elsewhere: whoever holds the port isn't us.
-        assert core.port_state(recorded, False, "127.0.0.1", port) == "in_use"
-        assert core.port_state(dict(argv=["python", "--port", "1"]), True, "127.0.0.1", port) == "in_use"
-        assert core.port_state(None, False, "127.0.0.1", port) == "in_use"
-    assert core.port_state(recorded, False, "127.0.0.1", port) == "free"
+        assert sglang_options.port_state(recorded, False, "127.0.0.1", port) == "in_use"
+        assert sglang_options.port_state(dict(argv=["python", "--port", "1"]), True, "127.0.0.1", port) == "in_use"
+        assert sglang_options.port_state(None, False, "127.0.0.1", port) == "in_use"
+    assert sglang_options.port_state(recorded, False, "127.0.0.1", port) == "free"
 
 
 class FakeSystemctl(object):
@@ -530,34 +541,34 @@ class FakeSystemctl(object):
 
 
 def test_a_server_under_systemd_is_its_unit_with_the_unit_s_main_pid(tmp_path):
-    instance = core.Instance(str(tmp_path), "sglang")
+    instance = sglang_instance.Instance(str(tmp_path), "sglang")
     (tmp_path / "sglang.json").write_text(json.dumps(dict(
         pid=10, start_time=1, argv=["python"], env_digest="x", log_path="/var/log/sglang/sglang.log", offset=0,
         manager="systemd", unit="sglang-sglang.service")))
     systemctl = FakeSystemctl("MainPID=4242\nActiveState=active\nSubState=running\n")
-    recorded, ours, unit = core.observe_recorded(systemctl, instance)
+    recorded, ours, unit = sglang_instance.observe_recorded(systemctl, instance)
     assert (recorded["pid"], ours, unit["running"]) == (4242, True, True)
     assert systemctl.commands[0][:2] == ["/usr/bin/systemctl", "show"] and systemctl.commands[0][-1] == "sglang-sglang.service"
-    with pytest.raises(core.SystemdFailed, match="Failed to connect to bus"):
-        core.observe_recorded(FakeSystemctl("", rc=1), instance)
+    with pytest.raises(sglang_instance.SystemdFailed, match="Failed to connect to bus"):
+        sglang_instance.observe_recorded(FakeSystemctl("", rc=1), instance)
 
 
 def test_no_recorded_server_is_none_of_ours(tmp_path):
-    assert core.observe_recorded(FakeSystemctl(""), core.Instance(str(tmp_path / "none"), "sglang")) == (
+    assert sglang_instance.observe_recorded(FakeSystemctl(""), sglang_instance.Instance(str(tmp_path / "none"), "sglang")) == (
         None, False, None)
 
 
 def test_a_host_that_does_not_resolve_or_is_not_here_is_named():
-    with pytest.raises(core.InvalidOption, match=r"^host=no-such-host.invalid cannot be resolved \("):
-        core.bind_state("no-such-host.invalid", 30000)
-    with pytest.raises(core.InvalidOption, match=r"^host=192.0.2.1 port=30000 cannot be bound on this host"):
-        core.bind_state("192.0.2.1", 30000)  # TEST-NET-1, an address of no host here
+    with pytest.raises(common_errors.InvalidOption, match=r"^host=no-such-host.invalid cannot be resolved \("):
+        sglang_options.bind_state("no-such-host.invalid", 30000)
+    with pytest.raises(common_errors.InvalidOption, match=r"^host=192.0.2.1 port=30000 cannot be bound on this host"):
+        sglang_options.bind_state("192.0.2.1", 30000)  # TEST-NET-1, an address of no host here
 
 
 def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     argv = ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi k2",
             "--api-key", "s3cr$t", "--served-model-name", "50%"]
-    text, secrets = core.systemd_unit("sglang", argv, {"SGLANG_STANDIN_STEP": "0.05", "NOTE": "a b"},
+    text, secrets = sglang_service_files.systemd_unit("sglang", argv, {"SGLANG_STANDIN_STEP": "0.05", "NOTE": "a b"},
                                       "/var/log/sglang/sglang.log", "/var/lib/blackwell-gpu-node/sglang.secret.env",
                                       SERVICE)
     exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
@@ -568,14 +579,14 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     assert 'Environment="NOTE=a b"' in text and "Environment=SGLANG_STANDIN_STEP=0.05" in text
     assert "StandardOutput=append:/var/log/sglang/sglang.log" in text and "TimeoutStopSec=30" in text
     assert "EnvironmentFile=-/var/lib/blackwell-gpu-node/sglang.secret.env" in text
-    assert core.environment_file(dict(secrets, TOKEN='a"b')) == 'BLACKWELL_GPU_NODE_SECRET_ARG_6="s3cr\\$t"\nTOKEN="a\\"b"\n'
+    assert common_systemd.environment_file(dict(secrets, TOKEN='a"b')) == 'BLACKWELL_GPU_NODE_SECRET_ARG_6="s3cr\\$t"\nTOKEN="a\\"b"\n'
 
 
 def test_secret_flags_in_both_spellings_never_reach_the_unit():
     argv = ["/venv/bin/python", "-m", "sglang.launch_server", "--api-key=k1", "--admin-api-key", "k2",
             "--hf-token=k3", "--served-model-name", "m"]
-    text, secrets = core.systemd_unit("sglang", argv, {}, "/var/log/s.log", "/state/sglang.secret.env", SERVICE,
-                                      core.SECRET_FLAGS + ("--hf-token",))
+    text, secrets = sglang_service_files.systemd_unit("sglang", argv, {}, "/var/log/s.log", "/state/sglang.secret.env", SERVICE,
+                                      common_secrets.SECRET_FLAGS + ("--hf-token",))
     assert "k1" not in text and "k2" not in text and "k3" not in text
     assert ("--api-key=${BLACKWELL_GPU_NODE_SECRET_ARG_3} --admin-api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_5} "
             "--hf-token=${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name m") in text
@@ -584,7 +595,7 @@ def test_secret_flags_in_both_spellings_never_reach_the_unit():
 
 
 def test_environment_keeps_dollars_and_paths_escape_specifiers():
-    text, _secrets = core.systemd_unit("sglang", ["/p", "$x"], {"NOTE": "costs $5 at 50%"}, "/var/log/50%/s.log",
+    text, _secrets = sglang_service_files.systemd_unit("sglang", ["/p", "$x"], {"NOTE": "costs $5 at 50%"}, "/var/log/50%/s.log",
                                        "/state/%h/sglang.secret.env", SERVICE)
     # Environment= expands no variables, so `$` stays single there; ExecStart= does, so it is doubled.
     assert 'Environment="NOTE=costs $5 at 50%%"' in text and 'ExecStart=/p "$$x"' in text
@@ -593,23 +604,23 @@ def test_environment_keeps_dollars_and_paths_escape_specifiers():
 
 def test_environment_file_escapes_what_systemd_unescapes_in_double_quotes():
     # systemd.exec, EnvironmentFile=: in double quotes a backslash keeps any of \\ " ` $.
-    assert core.environment_file({"K": 'a\\b"c`d$e f'}) == 'K="a\\\\b\\"c\\`d\\$e f"\n'
+    assert common_systemd.environment_file({"K": 'a\\b"c`d$e f'}) == 'K="a\\\\b\\"c\\`d\\$e f"\n'
 
 
 def test_plain_words_are_matched_whole():
     # match() with ^...$ took a word ending in a newline for plain and wrote it unquoted.
-    assert core.systemd_quote("--tp\n") == '"--tp\n"'
+    assert common_systemd.systemd_quote("--tp\n") == '"--tp\n"'
 
 
 @pytest.mark.parametrize("word,quoted", [("--tp", "--tp"), ("/a/b.c", "/a/b.c"), ("a b", '"a b"'), ("$HOME", '"$$HOME"'),
                                          ('say "hi"', '"say \\"hi\\""'), ("back\\slash", '"back\\\\slash"')])
 def test_systemd_quote(word, quoted):
-    assert core.systemd_quote(word) == quoted
+    assert common_systemd.systemd_quote(word) == quoted
 
 
 def test_forget_removes_the_secret_environment_file_too(tmp_path):
-    instance = core.Instance(str(tmp_path / "state"), "sglang")
-    instance.write_secret_env(core.environment_file({"HF_TOKEN": "t"}))
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
+    instance.write_secret_env(common_systemd.environment_file({"HF_TOKEN": "t"}))
     assert stat.S_IMODE((tmp_path / "state" / "sglang.secret.env").stat().st_mode) == 0o600
     assert instance.forget() == ["sglang.secret.env"]
     assert os.listdir(str(tmp_path / "state")) == []
@@ -618,34 +629,34 @@ def test_forget_removes_the_secret_environment_file_too(tmp_path):
 # --- the service user, systemd as the identity, bounded crash loops, the log's rotation (issue 13) ---
 
 def test_auto_picks_systemd_only_where_it_is_pid_1(tmp_path):
-    assert core.resolve_manager("auto", str(tmp_path))[0] == "systemd"
-    manager, why = core.resolve_manager("auto", str(tmp_path / "absent"))
+    assert sglang_options.resolve_manager("auto", str(tmp_path))[0] == "systemd"
+    manager, why = sglang_options.resolve_manager("auto", str(tmp_path / "absent"))
     assert manager == "module" and "systemd is not PID 1" in why
-    assert core.resolve_manager("module", str(tmp_path)) == ("module", "manager=module was asked for")
+    assert sglang_options.resolve_manager("module", str(tmp_path)) == ("module", "manager=module was asked for")
 
 
 def test_a_missing_user_is_named_with_the_role_that_creates_it():
-    account, _log_gid, problems = core.service_account("no-such-user-here")
+    account, _log_gid, problems = sglang_options.service_account("no-such-user-here")
     assert account is None
     assert problems == ["user=no-such-user-here does not exist on this host (sglang_server_user in the role): create "
                         "it first, with the role blackwell.gpu_node.service_user, or name an existing user"]
-    assert "group=g is given without user" in core.service_account(None, "g")[2][0]
-    assert "log_group=no-such-group-here does not exist" in core.service_account(None, None, "no-such-group-here")[2][0]
+    assert "group=g is given without user" in sglang_options.service_account(None, "g")[2][0]
+    assert "log_group=no-such-group-here does not exist" in sglang_options.service_account(None, None, "no-such-group-here")[2][0]
 
 
 def test_the_account_has_the_users_home_group_and_supplementary_groups():
-    account, log_gid, problems = core.service_account("nobody", None, "root")
+    account, log_gid, problems = sglang_options.service_account("nobody", None, "root")
     assert problems == [] and log_gid == 0
     assert account["uid"] == 65534 and account["user"] == "nobody" and account["home"] == "/nonexistent"
     assert account["gid"] not in account["groups"]
-    assert core.service_account(None) == (None, None, [])
+    assert sglang_options.service_account(None) == (None, None, [])
 
 
 def test_home_is_the_users_unless_env_says_otherwise():
     account = {"user": "sglang", "home": "/var/lib/sglang"}
-    assert core.server_environment({"HOME": "/root"}, {}, account)["HOME"] == "/var/lib/sglang"
-    assert core.server_environment({"HOME": "/root"}, {"HOME": "/srv/cache"}, account)["HOME"] == "/srv/cache"
-    assert core.server_environment({"HOME": "/root"}, {}, None)["HOME"] == "/root"
+    assert sglang_processes.server_environment({"HOME": "/root"}, {}, account)["HOME"] == "/var/lib/sglang"
+    assert sglang_processes.server_environment({"HOME": "/root"}, {"HOME": "/srv/cache"}, account)["HOME"] == "/srv/cache"
+    assert sglang_processes.server_environment({"HOME": "/root"}, {}, None)["HOME"] == "/root"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
@@ -654,7 +665,7 @@ def test_launch_drops_to_the_user_with_umask_027_and_keeps_the_log_roots(tmp_pat
     log = tmp_path / "server.log"
     account = {"user": "nobody", "uid": 65534, "gid": 65534, "groups": [], "home": "/nonexistent"}
     script = 'echo "$(id -u) $(id -G) $(umask) $HOME $(pwd)"'
-    process, offset, _start = core.launch(["/bin/sh", "-c", script], {}, str(log), account, log_gid=0)
+    process, offset, _start = sglang_processes.launch(["/bin/sh", "-c", script], {}, str(log), account, log_gid=0)
     process.wait()
     assert offset == 0
     assert log.read_text().split() == ["65534", "65534", "0027", "/nonexistent", "/"]
@@ -664,31 +675,31 @@ def test_launch_drops_to_the_user_with_umask_027_and_keeps_the_log_roots(tmp_pat
 
 def test_log_group_is_set_on_the_open_file_never_through_a_link(tmp_path):
     gid = 1  # daemon: any group but the one the file would get
-    descriptor = core.open_log(str(tmp_path / "s.log"), gid)
+    descriptor = sglang_processes.open_log(str(tmp_path / "s.log"), gid)
     os.close(descriptor)
     assert (tmp_path / "s.log").stat().st_gid == gid
     (tmp_path / "target").write_text("")
     os.symlink(str(tmp_path / "target"), str(tmp_path / "link.log"))
-    with pytest.raises(core.InvalidOption, match="is a symbolic link"):
-        core.open_log(str(tmp_path / "link.log"), gid)
+    with pytest.raises(common_errors.InvalidOption, match="is a symbolic link"):
+        sglang_processes.open_log(str(tmp_path / "link.log"), gid)
 
 
 def test_a_state_of_the_previous_version_is_still_recognised(tmp_path):
     # ce123ef wrote argv, env_digest, log_path, manager, offset, pid, start_time, started_at: no boot id, no uid.
     child = sleeping()
     try:
-        legacy = {"pid": child.pid, "start_time": core.process_start_time(child.pid), "argv": ["sleep", "30"],
+        legacy = {"pid": child.pid, "start_time": common_processes.process_start_time(child.pid), "argv": ["sleep", "30"],
                   "env_digest": "", "log_path": "/l", "offset": 0, "manager": "module", "started_at": 1.0}
-        assert core.Instance(str(tmp_path), "sglang").running(legacy)
-        with pytest.raises(core.BadState, match="not as uid 4242"):
-            core.Instance(str(tmp_path), "sglang").running(dict(legacy, uid=4242))
+        assert sglang_instance.Instance(str(tmp_path), "sglang").running(legacy)
+        with pytest.raises(sglang_instance.BadState, match="not as uid 4242"):
+            sglang_instance.Instance(str(tmp_path), "sglang").running(dict(legacy, uid=4242))
     finally:
         child.kill()
         child.wait()
 
 
 def unit_lines(**changes):
-    text, _secrets = core.systemd_unit("sglang", ["/venv/bin/python"], {}, "/var/log/s.log", "/state/s.env",
+    text, _secrets = sglang_service_files.systemd_unit("sglang", ["/venv/bin/python"], {}, "/var/log/s.log", "/state/s.env",
                                        dict(SERVICE, **changes))
     return text.splitlines()
 
@@ -721,26 +732,26 @@ def test_the_unit_starts_after_fabric_manager_and_the_persistence_daemon_without
 
 
 def test_unit_status_reads_one_systemctl_show():
-    status = core.unit_status("MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=3\n"
+    status = common_systemd.unit_status("MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=3\n"
                               "UnitFileState=enabled\nLoadState=loaded\nExecMainStartTimestampMonotonic=12345\n")
     assert status == {"pid": 4242, "active_state": "active", "sub_state": "running", "restarts": 3, "enabled": True,
                       "loaded": True, "started_monotonic": 12345, "running": True}
-    restarting = core.unit_status("MainPID=0\nActiveState=activating\nSubState=auto-restart\nNRestarts=1\n"
+    restarting = common_systemd.unit_status("MainPID=0\nActiveState=activating\nSubState=auto-restart\nNRestarts=1\n"
                                   "UnitFileState=enabled\n")
     assert restarting["running"] is False and restarting["restarts"] == 1
-    failed = core.unit_status("MainPID=0\nActiveState=failed\nUnitFileState=disabled\nLoadState=not-found\n")
+    failed = common_systemd.unit_status("MainPID=0\nActiveState=failed\nUnitFileState=disabled\nLoadState=not-found\n")
     assert failed["running"] is False and failed["enabled"] is False and failed["loaded"] is False
 
 
 @pytest.mark.parametrize("path", ["/var/log/a b.log", '/var/log/"q".log', "/var/log/*.log", "/var/log/a?.log",
                                   "/var/log/[x].log", "/var/log/{x}.log", "/var/log/a\\b.log"])
 def test_a_log_path_that_logrotate_would_misread_is_named(path):
-    assert core.logrotate_problem(path).startswith("log_path=%s holds " % path)
+    assert sglang_service_files.logrotate_problem(path).startswith("log_path=%s holds " % path)
 
 
 def test_logrotate_copies_and_truncates_the_quoted_log():
-    assert core.logrotate_problem("/var/log/sglang/sglang-1.log") is None
-    text = core.logrotate_config("/var/log/sglang/sglang.log", 4)
+    assert sglang_service_files.logrotate_problem("/var/log/sglang/sglang-1.log") is None
+    text = sglang_service_files.logrotate_config("/var/log/sglang/sglang.log", 4)
     assert text.splitlines()[1] == '"/var/log/sglang/sglang.log" {'
     assert "    copytruncate" in text and "    rotate 4" in text and "    create" not in text
 
@@ -757,21 +768,21 @@ def test_foreign_writable_lists_what_others_can_write_without_following_links(tm
     outside.mkdir()
     outside.chmod(0o777)
     os.symlink(str(outside), str(venv / "link"))
-    owner, problems, complete = core.foreign_writable(str(venv))
+    owner, problems, complete = common_files.foreign_writable(str(venv))
     assert owner == os.getuid() and complete
     assert problems == ["%s is writable by its group or others (mode 0775)" % (venv / "lib"),
                         "%s is writable by its group or others (mode 0666)" % (venv / "lib" / "planted.pth")]
-    assert core.foreign_writable(str(venv), limit=1)[1:] == (problems[:1], False)
+    assert common_files.foreign_writable(str(venv), limit=1)[1:] == (problems[:1], False)
 
 
 def test_missing_groups_name_their_option_and_role_variable():
-    assert core.service_account("nobody", "no-such-group-here")[2] == [
+    assert sglang_options.service_account("nobody", "no-such-group-here")[2] == [
         "group=no-such-group-here does not exist on this host (sglang_server_group in the role): create it, or "
         "leave it unset for the user's own group"]
-    assert core.service_account(None, None, "no-such-group-here")[2] == [
+    assert sglang_options.service_account(None, None, "no-such-group-here")[2] == [
         "log_group=no-such-group-here does not exist on this host (sglang_server_log_group in the role): create "
         "the group, or leave it unset"]
-    account, _log_gid, problems = core.service_account("nobody", "root")
+    account, _log_gid, problems = sglang_options.service_account("nobody", "root")
     assert problems == [] and (account["gid"], account["group"]) == (0, "root")
 
 
@@ -783,8 +794,8 @@ def launch_state(pid, offset):
 def test_the_launch_history_keeps_the_last_launches_newest_first_and_survives_forget(tmp_path):
     """diagnose classifies an earlier launch's log from its offset: the next start must not overwrite it,
     nor a stop or the cleanup of a dead server remove it."""
-    instance = core.Instance(str(tmp_path / "state"), "sglang")
-    for number in range(core.LAUNCH_HISTORY + 2):
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
+    for number in range(sglang_instance.LAUNCH_HISTORY + 2):
         instance.save(launch_state(100 + number, 10 * number))
         instance.record_launch(launch_state(100 + number, 10 * number))
     instance.forget()
@@ -799,14 +810,14 @@ def test_the_launch_history_keeps_the_last_launches_newest_first_and_survives_fo
                                      '"offset": -1, "log_path": "/l"}]'])
 def test_a_launch_history_that_is_not_one_is_left_out(tmp_path, content):
     (tmp_path / "sglang.launches.json").write_text(content)
-    assert core.Instance(str(tmp_path), "sglang").launches() == []
+    assert sglang_instance.Instance(str(tmp_path), "sglang").launches() == []
 
 
 # The tests below were written against the mutants that survived `make mutation` (tests/mutation/scores.txt).
 
 def test_the_whole_unit_file():
     # Every line, so that a directive that changes (or a blank line that disappears between sections) is seen.
-    text, secrets = core.systemd_unit("sglang", ["/v/bin/python", "-m", "sglang.launch_server", "--api-key=k"],
+    text, secrets = sglang_service_files.systemd_unit("sglang", ["/v/bin/python", "-m", "sglang.launch_server", "--api-key=k"],
                                       {"B": "2", "A": "1"}, "/var/log/sglang/sglang.log",
                                       "/var/lib/b/sglang.secret.env", SERVICE)
     assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_3": "k"}
@@ -850,13 +861,13 @@ def test_the_whole_unit_file():
 
 
 def test_a_secret_with_an_equals_sign_after_the_flag_moves_whole():
-    text, secrets = core.systemd_unit("sglang", ["/v/bin/python", "--api-key", "a=b"], {}, "/l", "/s", SERVICE)
+    text, secrets = sglang_service_files.systemd_unit("sglang", ["/v/bin/python", "--api-key", "a=b"], {}, "/l", "/s", SERVICE)
     assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_2": "a=b"}
     assert "ExecStart=/v/bin/python --api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_2}\n" in text and "a=" not in text
 
 
 def test_the_whole_logrotate_file():
-    assert core.logrotate_config("/var/log/sglang/sglang.log", 4) == "\n".join([
+    assert sglang_service_files.logrotate_config("/var/log/sglang/sglang.log", 4) == "\n".join([
         "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
         '"/var/log/sglang/sglang.log" {',
         "    weekly",
@@ -875,29 +886,29 @@ def test_unit_status_reads_every_property_that_is_asked_for():
     # The module asks systemctl for UNIT_PROPERTIES: each one must be one that unit_status reads.
     values = {"MainPID": "4242", "ActiveState": "reloading", "SubState": "reload", "NRestarts": "2",
               "UnitFileState": "enabled", "LoadState": "loaded", "ExecMainStartTimestampMonotonic": "77"}
-    status = core.unit_status("".join("%s=%s\n" % (name, values[name]) for name in core.UNIT_PROPERTIES))
+    status = common_systemd.unit_status("".join("%s=%s\n" % (name, values[name]) for name in common_systemd.UNIT_PROPERTIES))
     assert status == {"pid": 4242, "active_state": "reloading", "sub_state": "reload", "restarts": 2,
                       "enabled": True, "loaded": True, "started_monotonic": 77, "running": True}
 
 
 def test_unit_status_of_nothing_said():
-    assert core.unit_status("") == {"pid": 0, "active_state": "unknown", "sub_state": "unknown", "restarts": 0,
+    assert common_systemd.unit_status("") == {"pid": 0, "active_state": "unknown", "sub_state": "unknown", "restarts": 0,
                                     "enabled": False, "loaded": False, "started_monotonic": 0, "running": False}
     # systemd's own PID 1 is no server's main pid only in theory; pid 1 counts as one, pid 0 does not.
-    assert core.unit_status("MainPID=1\nActiveState=active\n")["running"] is True
-    assert core.unit_status("MainPID=0\nActiveState=active\n")["running"] is False
-    assert core.unit_status("MainPID=5\nActiveState=inactive\n")["running"] is False
+    assert common_systemd.unit_status("MainPID=1\nActiveState=active\n")["running"] is True
+    assert common_systemd.unit_status("MainPID=0\nActiveState=active\n")["running"] is False
+    assert common_systemd.unit_status("MainPID=5\nActiveState=inactive\n")["running"] is False
 
 
 def test_the_api_key_is_added_to_the_whole_command():
-    assert core.build_argv(options(api_key="s3cr3t", extra_args=["--x"])) == [
+    assert sglang_options.build_argv(options(api_key="s3cr3t", extra_args=["--x"])) == [
         "/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi-k2.5-int4",
         "--tensor-parallel-size", "1", "--host", "127.0.0.1", "--port", "30000", "--api-key", "s3cr3t", "--x"]
 
 
 @pytest.mark.parametrize("port,ok", [(0, False), (1, True), (65535, True), (65536, False)])
 def test_the_port_range_edges(tmp_path, port, ok):
-    assert (core.check_options(dict(valid(tmp_path), port=port)) == []) is ok
+    assert (sglang_options.check_options(dict(valid(tmp_path), port=port)) == []) is ok
 
 
 @pytest.mark.parametrize("change,problem", [
@@ -908,18 +919,18 @@ def test_the_port_range_edges(tmp_path, port, ok):
      "dist_init_addr='' must be HOST:PORT of the rank-0 node when nnodes > 1"),
 ])
 def test_multi_node_problems_in_full(tmp_path, change, problem):
-    assert core.check_options(dict(valid(tmp_path), **change)) == [problem]
+    assert sglang_options.check_options(dict(valid(tmp_path), **change)) == [problem]
 
 
 def test_speculative_problems_come_with_the_others(tmp_path):
     speculative = {"algorithm": "NGRAM", "draft_model_path": "x"}
-    problems = core.check_options(dict(valid(tmp_path), port=0, speculative=speculative))
+    problems = sglang_options.check_options(dict(valid(tmp_path), port=0, speculative=speculative))
     assert problems[0] == "port=0 is out of range (1-65535)"
     assert problems[1].startswith("speculative.algorithm=NGRAM is not one")
 
 
 def test_python_and_model_problems_in_full(tmp_path):
-    problems = core.check_options(dict(valid(tmp_path), python="bin/python", model_path=str(tmp_path / "none")))
+    problems = sglang_options.check_options(dict(valid(tmp_path), python="bin/python", model_path=str(tmp_path / "none")))
     assert problems == [
         "python=bin/python is missing, not executable or not an absolute path: point it at the virtualenv's "
         "bin/python",
@@ -928,11 +939,11 @@ def test_python_and_model_problems_in_full(tmp_path):
 
 
 def test_manager_auto_says_why(tmp_path):
-    assert core.resolve_manager("auto", str(tmp_path)) == (
+    assert sglang_options.resolve_manager("auto", str(tmp_path)) == (
         "systemd", "manager=auto: systemd is PID 1 here (%s exists)" % tmp_path)
-    assert core.resolve_manager("auto", str(tmp_path / "no")) == (
+    assert sglang_options.resolve_manager("auto", str(tmp_path / "no")) == (
         "module", "manager=auto: systemd is not PID 1 here (no %s), so the module runs the server" % (tmp_path / "no"))
-    assert core.resolve_manager.__defaults__ == ("/run/systemd/system",)
+    assert sglang_options.resolve_manager.__defaults__ == ("/run/systemd/system",)
 
 
 GOOD_STATE = {"pid": 2, "start_time": 5, "argv": ["x"], "env_digest": "", "log_path": "/l", "offset": 0}
@@ -945,7 +956,7 @@ GOOD_STATE = {"pid": 2, "start_time": 5, "argv": ["x"], "env_digest": "", "log_p
     ({"offset": "0"}, "offset is missing or not of the right type"),
 ])
 def test_state_problems_in_full(change, problem):
-    assert core.state_problem(dict(GOOD_STATE, **change)) == problem
+    assert sglang_instance.state_problem(dict(GOOD_STATE, **change)) == problem
 
 
 @pytest.mark.parametrize("entry,problem", [
@@ -955,7 +966,7 @@ def test_state_problems_in_full(change, problem):
     ([5], "not an object"),
 ])
 def test_launch_problems_in_full(entry, problem):
-    assert core.launch_problem(entry) == problem
+    assert sglang_instance.launch_problem(entry) == problem
 
 
 def fake_proc(tmp_path, processes):
@@ -984,21 +995,21 @@ def test_proc_fields_are_read_from_the_right_places(tmp_path):
         12: (stat_tail("Z", 10, 20, 557), "Uid:\t0\t0\t0\t0\n", b""),
         13: (stat_tail("R", 20, 10, 558), "Uid:\t0\t0\t0\t0\n", b""),
     })
-    assert core.process_start_time(10, root) == 555
-    assert core.process_start_time(11, root) is None and core.process_start_time(12, root) is None
-    assert core.process_uid(10, root) == 1000  # the real uid, not the effective one after it
-    assert core.process_uid(99, root) is None
-    assert core.process_argv(10, root) == ["python", "-m", "\udcff"]  # bytes kept, not replaced
-    assert core.process_argv(99, root) is None
+    assert common_processes.process_start_time(10, root) == 555
+    assert common_processes.process_start_time(11, root) is None and common_processes.process_start_time(12, root) is None
+    assert common_processes.process_uid(10, root) == 1000  # the real uid, not the effective one after it
+    assert common_processes.process_uid(99, root) is None
+    assert common_processes.process_argv(10, root) == ["python", "-m", "\udcff"]  # bytes kept, not replaced
+    assert common_processes.process_argv(99, root) is None
     # the process group (field 5), not the session (field 6); zombies and dead processes are no members
-    assert core.group_members(10, root) == [10]
-    assert core.group_members(20, root) == [13]
+    assert common_processes.group_members(10, root) == [10]
+    assert common_processes.group_members(20, root) == [13]
 
 
 def test_group_members_skip_a_process_that_is_gone(tmp_path):
     root = fake_proc(tmp_path, dict((pid, (stat_tail("S", 7, 7, pid), "", b"")) for pid in range(20, 40)))
     os.unlink(os.path.join(root, "25", "stat"))  # gone between listing /proc and reading its stat
-    assert core.group_members(7, root) == [pid for pid in range(20, 40) if pid != 25]
+    assert common_processes.group_members(7, root) == [pid for pid in range(20, 40) if pid != 25]
 
 
 def test_device_holders_skip_processes_and_descriptors_that_are_gone(tmp_path):
@@ -1015,7 +1026,7 @@ def test_device_holders_skip_processes_and_descriptors_that_are_gone(tmp_path):
         os.symlink(str(device), str(fd / str(3 * pid + 1)))
         (fd / str(3 * pid + 2)).mkdir()
     shutil.rmtree(str(root / "25" / "fd"))  # a process that exited
-    holders = core.device_holders([str(device)], proc_root=str(root))
+    holders = sglang_processes.device_holders([str(device)], proc_root=str(root))
     assert sorted(holders) == [pid for pid in range(20, 40) if pid != 25]
 
 
@@ -1028,9 +1039,9 @@ def test_foreign_writable_allows_root_and_the_owner_only(tmp_path):
         (venv / name).write_text("")
         (venv / name).chmod(0o644)
         os.chown(str(venv / name), uid, 0)
-    owner, problems, complete = core.foreign_writable(str(venv))
+    owner, problems, complete = common_files.foreign_writable(str(venv))
     assert (owner, complete) == (1000, True)
-    assert problems == ["%s is owned by uid 1 (%s)" % (venv / "daemon.py", core.user_name(1))]
+    assert problems == ["%s is owned by uid 1 (%s)" % (venv / "daemon.py", common_accounts.user_name(1))]
 
 
 def test_foreign_writable_stops_at_max_entries(tmp_path):
@@ -1040,15 +1051,15 @@ def test_foreign_writable_stops_at_max_entries(tmp_path):
         (venv / name).write_text("")
         (venv / name).chmod(0o644)
     # the root and its three entries are four
-    assert core.foreign_writable(str(venv), max_entries=4)[2] is False
-    assert core.foreign_writable(str(venv), max_entries=5)[2] is True
-    assert core.foreign_writable.__defaults__ == (20, 500000)
+    assert common_files.foreign_writable(str(venv), max_entries=4)[2] is False
+    assert common_files.foreign_writable(str(venv), max_entries=5)[2] is True
+    assert common_files.foreign_writable.__defaults__ == (20, 500000)
 
 
 def test_a_state_dir_that_is_a_file_is_refused_naming_it(tmp_path):
     (tmp_path / "f").write_text("")
-    with pytest.raises(core.InvalidOption) as raised:
-        core.open_directory(str(tmp_path / "f"), "state_dir")
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        common_files.open_directory(str(tmp_path / "f"), "state_dir")
     assert str(raised.value) == ("state_dir=%s is a file: point state_dir at a directory (root never writes through "
                                  "a link)" % (tmp_path / "f"))
 
@@ -1058,12 +1069,12 @@ def test_a_link_planted_at_the_temporary_name_is_never_written_through(tmp_path,
     target.write_text("kept")
     state_dir = tmp_path / "state"
     state_dir.mkdir()
-    monkeypatch.setattr(core.os, "urandom", lambda size: b"\0" * size)
+    monkeypatch.setattr(common_files.os, "urandom", lambda size: b"\0" * size)
     os.symlink(str(target), str(state_dir / ".x.json.0000000000000000.tmp"))
-    directory = core.open_directory(str(state_dir), "state_dir")
+    directory = common_files.open_directory(str(state_dir), "state_dir")
     try:
         with pytest.raises(OSError):
-            core.write_atomically(directory, "x.json", "{}", 0o600)
+            common_files.write_atomically(directory, "x.json", "{}", 0o600)
     finally:
         os.close(directory)
     assert target.read_text() == "kept" and not (state_dir / "x.json").exists()
@@ -1074,34 +1085,34 @@ def test_read_text_reads_a_regular_file_only_and_never_blocks(tmp_path):
     (tmp_path / "bad").write_bytes(b"ok\xff")
     os.symlink(str(tmp_path / "bad"), str(tmp_path / "link"))
     os.mkfifo(str(tmp_path / "fifo"))
-    directory = core.open_directory(str(tmp_path), "state_dir")
+    directory = common_files.open_directory(str(tmp_path), "state_dir")
     try:
-        assert core.read_text(directory, "big") == "a" * (1 << 20)  # a MiB at most
-        assert core.read_text(directory, "bad") == "ok\ufffd"
-        assert core.read_text(directory, "link") is None
-        assert core.read_text(directory, "fifo") is None  # would block without O_NONBLOCK
-        assert core.read_text(directory, "none") is None
+        assert common_files.read_text(directory, "big") == "a" * (1 << 20)  # a MiB at most
+        assert common_files.read_text(directory, "bad") == "ok\ufffd"
+        assert common_files.read_text(directory, "link") is None
+        assert common_files.read_text(directory, "fifo") is None  # would block without O_NONBLOCK
+        assert common_files.read_text(directory, "none") is None
     finally:
         os.close(directory)
 
 
 def test_a_state_file_that_is_a_fifo_is_named_without_blocking(tmp_path):
     os.mkfifo(str(tmp_path / "sglang.json"))
-    with pytest.raises(core.BadState) as raised:
-        core.Instance(str(tmp_path), "sglang").load()
+    with pytest.raises(sglang_instance.BadState) as raised:
+        sglang_instance.Instance(str(tmp_path), "sglang").load()
     assert "it is not a regular file" in str(raised.value)
 
 
 def test_a_state_file_past_a_mib_is_not_read_whole(tmp_path):
     state = dict(GOOD_STATE, argv=["x" * (1 << 20)])
     (tmp_path / "sglang.json").write_text(json.dumps(state))
-    with pytest.raises(core.BadState) as raised:
-        core.Instance(str(tmp_path), "sglang").load()
+    with pytest.raises(sglang_instance.BadState) as raised:
+        sglang_instance.Instance(str(tmp_path), "sglang").load()
     assert "it is not JSON" in str(raised.value)
 
 
 def test_the_state_files_names_and_modes(tmp_path):
-    instance = core.Instance(str(tmp_path / "state"), "web")
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "web")
     assert (instance.pid_path, instance.state_path, instance.secret_env_path, instance.launches_path) == tuple(
         str(tmp_path / "state" / name) for name in ("web.pid", "web.json", "web.secret.env", "web.launches.json"))
     assert instance.load() is None and not (tmp_path / "state").exists()  # reading creates nothing
@@ -1126,7 +1137,7 @@ def test_the_state_files_names_and_modes(tmp_path):
 def test_a_new_log_and_its_directory_get_their_modes_whatever_the_umask(tmp_path):
     old = os.umask(0)
     try:
-        os.close(core.open_log(str(tmp_path / "logs" / "s.log")))
+        os.close(sglang_processes.open_log(str(tmp_path / "logs" / "s.log")))
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(str(tmp_path / "logs")).st_mode) == 0o755
@@ -1135,18 +1146,18 @@ def test_a_new_log_and_its_directory_get_their_modes_whatever_the_umask(tmp_path
 
 def test_a_log_that_is_not_a_file_is_refused_with_the_paths_problem(tmp_path):
     os.mkfifo(str(tmp_path / "fifo.log"))
-    with pytest.raises(core.InvalidOption) as raised:
-        core.open_log(str(tmp_path / "fifo.log"))
-    assert str(raised.value) == core.log_path_problem(str(tmp_path / "fifo.log"))
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        sglang_processes.open_log(str(tmp_path / "fifo.log"))
+    assert str(raised.value) == sglang_options.log_path_problem(str(tmp_path / "fifo.log"))
 
 
 def test_a_group_without_its_user_is_a_problem_not_a_crash():
-    account, _gid, problems = core.service_account("no-such-user-here", group="root")
+    account, _gid, problems = sglang_options.service_account("no-such-user-here", group="root")
     assert account is None
     assert problems[0].startswith("user=no-such-user-here does not exist on this host")
-    assert core.service_account(None, group="root")[2] == [
+    assert sglang_options.service_account(None, group="root")[2] == [
         "group=root is given without user: name the user the server runs as"]
-    assert core.service_account("root")[0]["group"] == "root"
+    assert sglang_options.service_account("root")[0]["group"] == "root"
 
 
 @pytest.mark.parametrize("make,kind", [
@@ -1155,14 +1166,14 @@ def test_a_group_without_its_user_is_a_problem_not_a_crash():
 ])
 def test_path_kinds(tmp_path, make, kind):
     make(tmp_path / "p")
-    assert core.path_kind(str(tmp_path / "p")) == kind
+    assert common_files.path_kind(str(tmp_path / "p")) == kind
 
 
 def test_a_socket_is_a_socket(tmp_path):
     listener = socket.socket(socket.AF_UNIX)
     try:
         listener.bind(str(tmp_path / "s"))
-        assert core.path_kind(str(tmp_path / "s")) == "socket"
+        assert common_files.path_kind(str(tmp_path / "s")) == "socket"
     finally:
         listener.close()
 
@@ -1173,7 +1184,7 @@ def test_gpu_memory_pids_asks_nvidia_smi_exactly_this():
     def run(argv, **kwargs):
         calls.append((argv, kwargs))
         return subprocess.CompletedProcess(argv, 0, stdout="1234\n", stderr="")
-    assert core.gpu_memory_pids(run=run) == {1234}
+    assert sglang_processes.gpu_memory_pids(run=run) == {1234}
     assert calls == [(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
                       dict(capture_output=True, text=True, timeout=30, check=False))]
 
@@ -1190,13 +1201,13 @@ def fake_time():
 
 def test_wait_gpu_release_polls_every_half_second_up_to_the_timeout():
     sleep, clock, sleeps = fake_time()
-    assert core.wait_gpu_release([10], timeout=2, query=lambda: {10}, sleep=sleep, clock=clock) is False
+    assert sglang_processes.wait_gpu_release([10], timeout=2, query=lambda: {10}, sleep=sleep, clock=clock) is False
     assert sleeps == [0.5, 0.5]
 
 
 def test_wait_gone_polls_every_tenth_of_a_second_up_to_the_timeout():
     sleep, clock, sleeps = fake_time()
-    assert core.wait_gone([os.getpid()], 3, sleep=sleep, clock=clock) == [os.getpid()]
+    assert sglang_processes.wait_gone([os.getpid()], 3, sleep=sleep, clock=clock) == [os.getpid()]
     assert sleeps == [0.1, 0.1, 0.1]
 
 
@@ -1208,8 +1219,8 @@ def gone_pid():
 
 def test_terminating_what_is_gone_already_is_no_error():
     pid = gone_pid()
-    assert core.terminate([pid], 0.2) == []
-    assert core.terminate([pid], 0.2, signal_group=pid) == []
+    assert sglang_processes.terminate([pid], 0.2) == []
+    assert sglang_processes.terminate([pid], 0.2, signal_group=pid) == []
 
 
 def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path):
@@ -1217,13 +1228,13 @@ def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path)
     os.set_inheritable(inherited_write, True)
     started = time.monotonic()
     try:
-        process, offset, start_time = core.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
+        process, offset, start_time = sglang_processes.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
     finally:
         os.close(inherited_read)
         os.close(inherited_write)
     try:
         assert time.monotonic() - started < 4  # it returns as soon as the start time is known
-        assert offset == 0 and start_time is not None and start_time == core.process_start_time(process.pid)
+        assert offset == 0 and start_time is not None and start_time == common_processes.process_start_time(process.pid)
         assert os.getsid(process.pid) == process.pid  # its own session: a stop signals its group only
         inherited = [os.readlink("/proc/%d/fd/%s" % (process.pid, fd)) for fd in os.listdir("/proc/%d/fd" % process.pid)]
         assert not [target for target in inherited if target.startswith("pipe:")]
@@ -1234,28 +1245,28 @@ def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path)
 
 def test_launch_of_a_command_that_exits_at_once_returns_at_once(tmp_path, monkeypatch):
     # Its start time is never read (it is gone by then): launch stops waiting once it has exited.
-    monkeypatch.setattr(core, "process_start_time", lambda pid, proc_root="/proc": time.sleep(0.05))
+    monkeypatch.setattr(sglang_processes, "process_start_time", lambda pid, proc_root="/proc": time.sleep(0.05))
     started = time.monotonic()
-    process, _offset, start_time = core.launch(["false"], {}, str(tmp_path / "s.log"))
+    process, _offset, start_time = sglang_processes.launch(["false"], {}, str(tmp_path / "s.log"))
     assert time.monotonic() - started < 4
     assert start_time is None and process.returncode == 1
 
 
 def test_every_environment_variable_is_checked_not_only_the_last():
-    problems = core.text_problems(options(env={"A": "1\n", "B": "2"}, secret_env={"C": "3\n", "D": "4"}))
+    problems = sglang_options.text_problems(options(env={"A": "1\n", "B": "2"}, secret_env={"C": "3\n", "D": "4"}))
     assert [problem.split(":")[0] for problem in problems] == ["env.A", "secret_env.C"]
 
 
 def test_an_existing_state_dir_is_fine_and_a_bad_name_is_said_in_full(tmp_path):
-    assert core.name_problems(options(state_dir=str(tmp_path))) == []
-    assert core.name_problems(options(name="a b")) == [
+    assert sglang_options.name_problems(options(state_dir=str(tmp_path))) == []
+    assert sglang_options.name_problems(options(name="a b")) == [
         "name='a b' must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit, without "
         "'..': it names files in state_dir and the unit sglang-<name>.service"]
 
 
 def test_boot_id_is_this_boots():
     with open("/proc/sys/kernel/random/boot_id") as handle:
-        assert core.boot_id() == handle.read().strip()
+        assert common_processes.boot_id() == handle.read().strip()
 
 
 def bad_state_text(state_dir, problem):
@@ -1266,13 +1277,13 @@ def bad_state_text(state_dir, problem):
 
 def test_state_files_that_are_no_regular_files_are_named_in_full(tmp_path):
     os.mkfifo(str(tmp_path / "sglang.json"))
-    with pytest.raises(core.BadState) as raised:
-        core.Instance(str(tmp_path), "sglang").load()
+    with pytest.raises(sglang_instance.BadState) as raised:
+        sglang_instance.Instance(str(tmp_path), "sglang").load()
     assert str(raised.value) == bad_state_text(tmp_path, "it is not a regular file")
     os.unlink(str(tmp_path / "sglang.json"))
     os.symlink(str(tmp_path / "elsewhere"), str(tmp_path / "sglang.json"))
-    with pytest.raises(core.BadState) as raised:
-        core.Instance(str(tmp_path), "sglang").load()
+    with pytest.raises(sglang_instance.BadState) as raised:
+        sglang_instance.Instance(str(tmp_path), "sglang").load()
     assert str(raised.value) == bad_state_text(
         tmp_path, "it cannot be opened as a file (Too many levels of symbolic links)")
 
@@ -1281,13 +1292,13 @@ def test_a_process_that_is_not_ours_is_named_in_full(tmp_path):
     long_argv = [b"python"] + [b"x" * 30] * 10
     root = fake_proc(tmp_path, {10: (stat_tail("S", 10, 10, 555), "Uid:\t1000\t0\t0\t0\n",
                                      b"\0".join(long_argv) + b"\0")})
-    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
     state = dict(GOOD_STATE, pid=10, start_time=555, argv=["python"])
-    with pytest.raises(core.BadState) as raised:
+    with pytest.raises(sglang_instance.BadState) as raised:
         instance.running(state, proc_root=root, uid=0)
     assert str(raised.value) == bad_state_text(tmp_path / "state",
                                                "pid 10 runs as uid 1000, not as uid 0 that launched the server")
-    with pytest.raises(core.BadState) as raised:
+    with pytest.raises(sglang_instance.BadState) as raised:
         instance.running(state, proc_root=root, uid=1000)
     shown = " ".join(word.decode() for word in long_argv)[:200]
     assert str(raised.value) == bad_state_text(
@@ -1295,7 +1306,7 @@ def test_a_process_that_is_not_ours_is_named_in_full(tmp_path):
 
 
 def test_the_launch_file_holds_the_last_five_and_is_made_with_its_directory(tmp_path):
-    instance = core.Instance(str(tmp_path / "state"), "sglang")
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
     for pid in range(100, 107):
         instance.record_launch(dict(pid=pid, start_time=1, offset=0, log_path="/l", started_at=1.0, boot_id="b"))
     written = json.loads(Path(instance.launches_path).read_text())
@@ -1303,13 +1314,13 @@ def test_the_launch_file_holds_the_last_five_and_is_made_with_its_directory(tmp_
 
 
 def test_process_uid_reads_the_real_proc_by_default():
-    assert core.process_uid(os.getpid()) == os.getuid()
+    assert common_processes.process_uid(os.getpid()) == os.getuid()
 
 
 def test_a_dangling_link_as_state_dir_is_refused_even_when_it_would_be_created(tmp_path):
     os.symlink(str(tmp_path / "nowhere"), str(tmp_path / "state"))
-    with pytest.raises(core.InvalidOption) as raised:
-        core.open_directory(str(tmp_path / "state"), "state_dir", 0o750)
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        common_files.open_directory(str(tmp_path / "state"), "state_dir", 0o750)
     assert str(raised.value).startswith("state_dir=%s is a symbolic link: point state_dir at a directory"
                                         % (tmp_path / "state"))
 
@@ -1322,40 +1333,40 @@ def test_a_log_that_cannot_be_opened_says_why(tmp_path, monkeypatch):
         if path == log:
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, *args, **kwargs)
-    monkeypatch.setattr(core.os, "open", refusing)
-    with pytest.raises(core.InvalidOption) as raised:
-        core.open_log(log)
+    monkeypatch.setattr(sglang_processes.os, "open", refusing)
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        sglang_processes.open_log(log)
     assert str(raised.value) == "log_path=%s cannot be opened: [Errno 13] Permission denied: '%s'" % (log, log)
 
 
 def test_a_log_swapped_for_a_device_after_the_check_is_still_refused(monkeypatch):
-    monkeypatch.setattr(core, "log_path_problem", lambda path: None)  # as if it was a file when checked
-    with pytest.raises(core.InvalidOption) as raised:
-        core.open_log("/dev/null")
+    monkeypatch.setattr(sglang_processes, "log_path_problem", lambda path: None)  # as if it was a file when checked
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        sglang_processes.open_log("/dev/null")
     assert str(raised.value) == "log_path=/dev/null is not a regular file"
 
 
 def test_the_logrotate_problem_in_full():
-    assert core.logrotate_problem("/var/log/a b.log") == (
+    assert sglang_service_files.logrotate_problem("/var/log/a b.log") == (
         "log_path=/var/log/a b.log holds ' ', which logrotate reads as a pattern, a quote or a separator: choose a "
         "log path without whitespace, quotes, backslashes, *, ?, [, ], { or }, or turn logrotate off")
 
 
 def test_a_host_that_does_not_resolve_is_named_with_the_fix():
-    with pytest.raises(core.InvalidOption) as raised:
-        core.bind_state("no-such-host.invalid", 30000)
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        sglang_options.bind_state("no-such-host.invalid", 30000)
     assert str(raised.value).endswith("): give an address of this host or a name that resolves to one")
 
 
 def test_launch_waits_five_seconds_at_most_for_the_start_time(tmp_path, monkeypatch):
     now, asked = [0], []
-    monkeypatch.setattr(core.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(sglang_processes.time, "monotonic", lambda: now[0])
 
     def unreadable(pid, proc_root="/proc"):
         asked.append(now[0])
         now[0] += 1
-    monkeypatch.setattr(core, "process_start_time", unreadable)
-    process, _offset, start_time = core.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
+    monkeypatch.setattr(sglang_processes, "process_start_time", unreadable)
+    process, _offset, start_time = sglang_processes.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
     try:
         assert start_time is None and asked == [0, 1, 2, 3, 4]
     finally:
@@ -1369,27 +1380,27 @@ def test_terminate_waits_ten_seconds_for_what_sigkill_hit(monkeypatch):
     def wait_gone(pids, timeout):
         waits.append(timeout)
         return list(pids)
-    monkeypatch.setattr(core, "wait_gone", wait_gone)
+    monkeypatch.setattr(sglang_processes, "wait_gone", wait_gone)
     pid = gone_pid()
-    assert core.terminate([pid], 3) == [pid]
+    assert sglang_processes.terminate([pid], 3) == [pid]
     assert waits == [3, 10]
 
 
 def test_an_existing_log_file_is_no_problem(tmp_path):
     (tmp_path / "s.log").write_text("earlier run\n")
-    assert core.log_path_problem(str(tmp_path / "s.log")) is None
+    assert sglang_options.log_path_problem(str(tmp_path / "s.log")) is None
 
 
 def test_enable_metrics_adds_the_flag_sglang_knows_and_only_when_asked():
-    assert "--enable-metrics" not in core.build_argv(options())
-    argv = core.build_argv(options(enable_metrics=True))
+    assert "--enable-metrics" not in sglang_options.build_argv(options())
+    argv = sglang_options.build_argv(options(enable_metrics=True))
     assert argv.count("--enable-metrics") == 1
     assert parse_args(argv[3:]).enable_metrics is True
 
 
 def test_a_virtualenv_without_its_interpreter_is_named_by_venv_path(tmp_path):
     venv = str(tmp_path / "ml-env")
-    problems = core.check_options(dict(valid(tmp_path), venv_path=venv, python=venv + "/bin/python"))
+    problems = sglang_options.check_options(dict(valid(tmp_path), venv_path=venv, python=venv + "/bin/python"))
     assert problems == [
         "venv_path=%s has no executable bin/python or is not an absolute path: install the stack there first "
         "(role blackwell.gpu_node.ml_stack), or point venv_path at the virtualenv with the stack" % venv]
@@ -1413,7 +1424,7 @@ def stack_venv(root):
 def test_runs_from_lists_the_stack_and_the_environment_three_levels_under_lib(tmp_path):
     site = stack_venv(tmp_path)
     env_sha1 = hashlib.sha1(b"ENV = {}\n").hexdigest()
-    assert core.runs_from(str(tmp_path)) == sorted(
+    assert sglang_runs_from.runs_from(str(tmp_path)) == sorted(
         [[str(site / name), ""] for name in (
             "torch-2.9.1+cu130.dist-info", "sglang-0.5.9.dist-info", "sgl_kernel-0.3.21.dist-info",
             "flashinfer_python-0.6.3.dist-info", "flashinfer_jit_cache-0.6.3+cu130.dist-info")]
@@ -1424,11 +1435,11 @@ def test_runs_from_lists_the_stack_and_the_environment_three_levels_under_lib(tm
 def test_the_digest_is_the_one_the_role_computed_with_ansible_filters(tmp_path):
     from ansible.plugins.filter.core import get_hash, to_json
     stack_venv(tmp_path)
-    found = core.runs_from(str(tmp_path) + "/")
+    found = sglang_runs_from.runs_from(str(tmp_path) + "/")
     # The role's expression before the module: sorted paths zipped with checksums, to_json, hash('sha256').
     paths = [path for path, _checksum in found]
     checksums = [checksum for _path, checksum in found]
-    assert core.runs_from_digest(str(tmp_path)) == get_hash(to_json(list(zip(paths, checksums))), "sha256")
+    assert sglang_runs_from.runs_from_digest(str(tmp_path)) == get_hash(to_json(list(zip(paths, checksums))), "sha256")
 
 
 @pytest.mark.parametrize("change", [
@@ -1438,20 +1449,20 @@ def test_the_digest_is_the_one_the_role_computed_with_ansible_filters(tmp_path):
 ])
 def test_a_change_of_the_stack_or_environment_changes_the_digest(tmp_path, change):
     site = stack_venv(tmp_path)
-    before = core.runs_from_digest(str(tmp_path))
+    before = sglang_runs_from.runs_from_digest(str(tmp_path))
     change(site)
-    assert core.runs_from_digest(str(tmp_path)) != before
+    assert sglang_runs_from.runs_from_digest(str(tmp_path)) != before
 
 
 def test_other_packages_leave_the_digest_alone(tmp_path):
     site = stack_venv(tmp_path)
-    before = core.runs_from_digest(str(tmp_path))
+    before = sglang_runs_from.runs_from_digest(str(tmp_path))
     (site / "numpy-2.3.5.dist-info").rename(site / "numpy-2.4.0.dist-info")
     (site / "torch" / "vendored" / "sglang-0.2.dist-info").mkdir()
-    assert core.runs_from_digest(str(tmp_path)) == before
+    assert sglang_runs_from.runs_from_digest(str(tmp_path)) == before
 
 
 def test_a_lib_too_large_to_walk_is_named(tmp_path):
     stack_venv(tmp_path)
-    with pytest.raises(core.InvalidOption, match=r"^venv_path=%s holds more than 5 entries under lib/" % tmp_path):
-        core.runs_from(str(tmp_path), max_entries=5)
+    with pytest.raises(common_errors.InvalidOption, match=r"^venv_path=%s holds more than 5 entries under lib/" % tmp_path):
+        sglang_runs_from.runs_from(str(tmp_path), max_entries=5)

@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack_profile import StackProfileError, os_id, resolve
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._safe_text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import StackProfileError, resolve
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
 SHIPPED = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles" / "stack" / "defaults" / "main.yml").read_text())
 PROFILES = SHIPPED["stack_profiles"]

@@ -1,6 +1,6 @@
 """The upgrade playbook's report."""
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._upgrade_report import NOT_SWITCHED, report, rows
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade_report import NOT_SWITCHED, report, rows
 
 NOTED = {
     "gpu-1": {"from": "cu128", "to": "cu130", "outcome": "rolled back", "seconds_to_ready": 12.34,

@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""The kernel's view of a server: OOM-killer kills and NVIDIA Xid errors in the kernel log.
+
+A server killed by the OOM killer (SIGKILL) or stopped by a GPU fault often leaves no
+traceback in its own log; the kernel log says what happened. Lines come from
+``/dev/kmsg`` (``<prio>,<seq>,<usec>,<flags>;<message>``), ``dmesg``
+(``[<seconds>] <message>``), ``journalctl -k -o short-monotonic`` or a syslog file
+(``<date> <host> kernel: [<seconds>] <message>``). Times are seconds since boot, the clock
+of a process's start time in /proc/<pid>/stat, so "since the launch" is a comparison;
+lines with a wall-clock time only (``dmesg -T``) cannot be dated against a launch and
+count only when no launch time is given.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+import errno
+import os
+import re
+import subprocess
+import time
+
+KMSG = re.compile(r"(?P<priority>\d+),(?P<sequence>\d+),(?P<usec>\d+),[^;]*;(?P<message>.*)")
+# printk's own time, in dmesg, journalctl -o short-monotonic and syslog files alike.
+UPTIME = re.compile(r"\[\s*(?P<seconds>\d+\.\d+)\]")
+XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\): "
+    r"(?P<xid>\d+), (?P<detail>.*)")
+# Drivers since 5xx name the process: "pid=1234, name=python3, ..." or "pid='<unknown>', name=<unknown>, ...".
+XID_PROCESS = re.compile(r"pid=(?P<pid>'[^']*'|\d+), (?:name=(?P<name>[^,]*), )?")
+# "Out of memory: Killed process", "Memory cgroup out of memory: Killed process", and older kernels'
+# "Killed process N (comm), UID ..." after a "Kill process ... or sacrifice child" line. A comm can hold
+# parentheses ("(resolved)"), hence the lazy match up to ") " or "),".
+OOM_KILL = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>.*?)\)(?=[ ,]|$)")
+ANON_RSS = re.compile(r"anon-rss:(?P<kb>[\d,]+)kB")
+
+# Bounds: an Xid storm logs thousands of lines; the first ones after a launch are the cause, what follows
+# is mostly their consequence ("Xid 45 ... caused by previous Xid").
+MAX_EVENTS = 50
+KMSG_PATH = "/dev/kmsg"
+MAX_KMSG_RECORDS = 1 << 20
+READ_SECONDS = 10
+
+# What the common Xids mean and what to do, after NVIDIA's Xid catalogue
+# (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html).
+XID_MEANINGS = {
+    13: ("Graphics engine exception: a GPU kernel faulted (an out-of-range access, an illegal instruction); "
+         "usually the application or a kernel library, rarely the GPU",
+         "Restart the server; if it recurs with the same model and flags, suspect a kernel of the stack "
+         "(sgl-kernel, flashinfer, Triton: try another attention backend) before the GPU (dcgmi diag)"),
+    31: ("GPU memory page fault (MMU fault): a kernel accessed memory that is not mapped; usually the "
+         "application or a library, sometimes the driver",
+         "Restart the server; a fault that recurs points at a kernel of the stack or the driver"),
+    43: ("GPU stopped processing: the driver stopped a channel after a fault of the application (often after "
+         "an Xid 13 or 31); the GPU itself is fine",
+         "Restart the server; the Xid before this one says what faulted"),
+    45: ("Preemptive cleanup: the driver tore down a process's GPU channels because the process was killed or "
+         "exited, or after an earlier error",
+         "Look at the earlier Xid, or at what killed the process (the OOM killer, a stop)"),
+    48: ("Double-bit ECC error: an uncorrectable error in GPU memory",
+         "Drain the node, reset the GPU (or reboot) and run its diagnostics (dcgmi diag); have it replaced if "
+         "it recurs"),
+    63: ("ECC page retirement or row remapping recorded: a memory row was marked for remapping",
+         "Reset the GPU (or reboot) when you can, to put the remapping into effect; watch how often it comes"),
+    64: ("ECC page retirement or row remapping failed",
+         "Drain the node, reset the GPU and run its diagnostics; have it serviced if it recurs"),
+    74: ("NVLink error: a link between GPUs (or to an NVSwitch) failed",
+         "Reset the GPUs (or reboot) and check the links (nvidia-smi nvlink -s); service them if it recurs"),
+    79: ("GPU has fallen off the bus: the GPU no longer answers on PCIe",
+         "Reboot the node; check power, cooling and the card's seating in its slot; service it if it recurs"),
+    92: ("High single-bit ECC error rate: corrected memory errors come often",
+         "Watch it and reset the GPU when convenient; a rising rate foretells a failing GPU"),
+    94: ("Contained ECC error: an uncorrectable memory error, contained to the process that hit it (which was "
+         "stopped)",
+         "Restart the server; reset the GPU when convenient so that the row is remapped"),
+    95: ("Uncontained ECC error: an uncorrectable memory error that may affect every process on the GPU",
+         "Reset the GPU (or reboot) before serving again; have it serviced if it recurs"),
+    119: ("GSP RPC timeout: the GPU System Processor's firmware did not answer the driver",
+          "Reset the GPU or reboot; if it recurs, update the driver (NVIDIA documents disabling the GSP "
+          "firmware as a workaround)"),
+}
+
+
+def split_line(line):
+    """(seconds since boot or None, the kernel's message) of one line of any of the supported formats."""
+    line = line.rstrip("\r\n")
+    record = KMSG.match(line)
+    if record:
+        return int(record.group("usec")) / 1e6, record.group("message")
+    uptime = UPTIME.search(line)
+    if uptime:
+        return float(uptime.group("seconds")), line[uptime.end():].lstrip()
+    return None, line
+
+
+def _xid_event(match):
+    detail = match.group("detail").strip()
+    pid = name = None
+    process = XID_PROCESS.match(detail)
+    if process:
+        pid = int(process.group("pid")) if process.group("pid").isdigit() else None
+        name = process.group("name")
+        name = None if name in (None, "<unknown>") else name.strip()
+        detail = detail[process.end():]
+    number = int(match.group("xid"))
+    meaning, action = XID_MEANINGS.get(number, (None, None))
+    return {"xid": number, "device": match.group("device"), "pid": pid, "name": name, "detail": detail,
+            "meaning": meaning, "action": action}
+
+
+def _oom_event(match, message):
+    rss = ANON_RSS.search(message)
+    return {"pid": int(match.group("pid")), "name": match.group("name"),
+            "scope": "memory cgroup" if "Memory cgroup" in message else "system",
+            "anon_rss_kb": int(rss.group("kb").replace(",", "")) if rss else None}
+
+
+def kernel_events(lines, since=None, server_pids=(), server_names=()):
+    """OOM kills and Xids in lines, at or after since (seconds since boot) when it is given.
+
+    An event is the server's (``server``: how it was matched, or False) when its pid is one of server_pids, its
+    process name is an SGLang process title (``sglang::``) or (the least certain) its process name (the
+    kernel's comm, 15 characters at most) is one of server_names:
+    SGLang's scheduler processes are children with pids of their own, and inside a container the kernel
+    names host pids."""
+    found = {"oom_kills": [], "xids": [], "oom_kill_count": 0, "xid_count": 0}
+    pids = set(server_pids)
+    names = set(name[:15] for name in server_names if name)
+
+    def ours(event):
+        """How the event was matched to the server, most certain first; False when it was not."""
+        name = event.get("name") or ""
+        if event["pid"] in pids:
+            return "pid"
+        if name.startswith("sglang::"):
+            return "sglang process title"
+        # Any other process of the same interpreter matches too: the verdict says so.
+        return "process name" if name in names else False
+
+    for line in lines:
+        seconds, message = split_line(line)
+        if since is not None and (seconds is None or seconds < since):
+            continue
+        xid = XID.search(message)
+        oom = None if xid else OOM_KILL.search(message)
+        if xid:
+            event, kind = _xid_event(xid), "xid"
+        elif oom:
+            event, kind = _oom_event(oom, message), "oom_kill"
+        else:
+            continue
+        event.update(time=seconds, line=message.strip(), server=ours(event))
+        found[kind + "_count"] += 1
+        if len(found[kind + "s"]) < MAX_EVENTS:
+            found[kind + "s"].append(event)
+    return found
+
+
+def read_kmsg(path=KMSG_PATH, clock=time.monotonic):
+    """The records in the kernel's ring buffer as lines, read without blocking from /dev/kmsg (which needs
+    CAP_SYSLOG, or kernel.dmesg_restrict=0). OSError when it cannot be read."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    lines, deadline = [], clock() + READ_SECONDS
+    try:
+        while len(lines) < MAX_KMSG_RECORDS and clock() < deadline:
+            try:
+                record = os.read(descriptor, 16384)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:
+                    continue  # records overwritten while reading: the next read gives the oldest left
+                if exc.errno == errno.EAGAIN:
+                    break  # the end of the buffer
+                raise
+            if not record:
+                break
+            # One record per read; continuation lines (" KEY=value") hold device properties only.
+            lines.append(record.decode("utf-8", "replace").split("\n", 1)[0])
+    finally:
+        os.close(descriptor)
+    return lines
+
+
+def read_kernel_log(kmsg_path=KMSG_PATH, run=subprocess.run):
+    """(lines, source, problem): the kernel log from /dev/kmsg, else from `dmesg`; problem says why neither
+    could be read (lines is then None)."""
+    problems = []
+    try:
+        return read_kmsg(kmsg_path), kmsg_path, None
+    except OSError as exc:
+        problems.append("%s: %s" % (kmsg_path, exc.strerror or exc))
+    try:
+        completed = run(["dmesg"], capture_output=True, text=True, errors="replace", timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        problems.append("dmesg: %s" % (getattr(exc, "strerror", None) or exc))
+    else:
+        if completed.returncode == 0:
+            return completed.stdout.splitlines(), "dmesg", None
+        problems.append("dmesg: %s" % (completed.stderr.strip() or "exit code %d" % completed.returncode))
+    return None, None, "kernel log not readable: %s (it needs root with CAP_SYSLOG, and /dev/kmsg in a " \
+        "container)" % "; ".join(problems)

@@ -1,0 +1,246 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""A throughput benchmark of a running SGLang server: the core of the benchmark module and filters.
+
+The client streams from the server's OpenAI-compatible API (``/v1/completions`` or ``/v1/chat/completions``
+with ``stream: true``) with the standard library only, so it runs with any Python on a node. Time to first
+token is from sending the request to the first chunk that carries text; the inter-token latencies are the
+gaps between the following chunks (as ``sglang.bench_serving`` counts them); the output tokens are what the
+server's ``usage`` says, else one per chunk with text.
+
+This file imports nothing from Ansible: tests/device/record_benchmark.sh loads it on a GPU host as it is.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+import json
+import threading
+import time
+
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
+from urllib.parse import urlsplit
+
+# Fixed, named workloads: the same name always sends the same requests, so results compare. decode-heavy is the
+# reference box's use (one stream, short prompt, long answer: the tok/s a user sees).
+WORKLOADS = {
+    "decode-heavy": dict(prompt_tokens=128, output_tokens=512, prompts=16, concurrency=1),
+    "decode-batch": dict(prompt_tokens=128, output_tokens=256, prompts=64, concurrency=16),
+    "prefill-heavy": dict(prompt_tokens=2048, output_tokens=64, prompts=32, concurrency=8),
+}
+APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+# The metrics a comparison reports, and whether more is better.
+METRICS = (("output_throughput", True), ("request_throughput", True), ("ttft_ms_median", False),
+           ("ttft_ms_p99", False), ("itl_ms_median", False), ("itl_ms_p99", False))
+
+
+class BenchmarkError(Exception):
+    """A benchmark that cannot run or cannot be compared: the message names the option and the fix."""
+
+
+def workload(name, overrides=None):
+    """The named workload with overrides (None values ignored); BenchmarkError for an unknown name or a count
+    that is not a positive integer."""
+    if name not in WORKLOADS:
+        raise BenchmarkError("workload=%s is not a known workload: use one of %s" % (name, ", ".join(sorted(WORKLOADS))))
+    chosen = dict(WORKLOADS[name], name=name)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BenchmarkError("%s=%r must be a positive integer" % (key, value))
+        chosen[key] = value
+    return chosen
+
+
+def prompt(index, tokens):
+    """A deterministic prompt of about `tokens` tokens (one short word is about one token), different per
+    request so that no prefix cache serves one request from another's work."""
+    return ("request %d: " % index) + " ".join("word%d" % (word % 100) for word in range(tokens))
+
+
+def request_body(api, model, chosen, index):
+    body = {"model": model, "max_tokens": chosen["output_tokens"], "temperature": 0.0, "stream": True,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
+    text = prompt(index, chosen["prompt_tokens"])
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return body
+
+
+def chunk_text(chunk):
+    """The text a streamed chunk carries, from either API ('' for none)."""
+    text = ""
+    for choice in chunk.get("choices") or []:
+        text += choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+    return text
+
+
+def read_stream(lines, sent, clock):
+    """One request's timings from the server-sent event lines of its answer: sent is when it was sent."""
+    arrivals = []
+    usage_tokens = None
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").strip() if isinstance(raw, bytes) else raw.strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[len("data:"):].strip()
+        if data == "[DONE]":
+            break
+        chunk = json.loads(data)
+        if chunk_text(chunk):
+            arrivals.append(clock())
+        if chunk.get("usage"):
+            usage_tokens = chunk["usage"].get("completion_tokens")
+    if not arrivals:
+        return dict(ok=False, error="the answer streamed no text")
+    return dict(ok=True, ttft=arrivals[0] - sent, itl=[later - earlier for earlier, later in zip(arrivals, arrivals[1:])],
+                latency=arrivals[-1] - sent, output_tokens=usage_tokens if usage_tokens else len(arrivals))
+
+
+def stream_one(url, body, api_key, timeout, clock=time.monotonic):
+    """One request's timings (read_stream), or ok False with the reason. A direct connection: a proxy from the
+    node's environment would measure the proxy, and urllib's handlers buffer nothing less than a line anyway."""
+    parts = urlsplit(url)
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    connect = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+    connection = connect(parts.hostname, parts.port, timeout=timeout)
+    sent = clock()
+    try:
+        connection.request("POST", parts.path or "/", body=json.dumps(body).encode("utf-8"), headers=headers)
+        response = connection.getresponse()
+        if response.status != 200:
+            return dict(ok=False, error="HTTP %d %s" % (response.status, response.reason))
+        return read_stream(response, sent, clock)
+    except (OSError, HTTPException, ValueError) as exc:
+        # A refused connection, a timeout, an answer cut short or a chunk that is not JSON.
+        return dict(ok=False, error=str(exc) or type(exc).__name__)
+    finally:
+        connection.close()
+
+
+def run(base_url, api, model, chosen, api_key=None, timeout=600.0, send=stream_one, clock=time.monotonic):
+    """Send the workload's prompts, `concurrency` at a time; (results in order, wall seconds)."""
+    url = base_url.rstrip("/") + APIS[api]
+    results = [None] * chosen["prompts"]
+    pending = list(range(chosen["prompts"]))
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                if not pending:
+                    return
+                index = pending.pop(0)
+            results[index] = send(url, request_body(api, model, chosen, index), api_key, timeout)
+
+    begin = clock()
+    threads = [threading.Thread(target=worker) for _slot in range(min(chosen["concurrency"], chosen["prompts"]))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, clock() - begin
+
+
+def percentile(values, share):
+    """The share-th percentile (0-100) of values, interpolated linearly as numpy does; None when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = (len(ordered) - 1) * share / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(results, duration):
+    """The metrics of one run from its requests' results and its wall time in seconds."""
+    done = [result for result in results if result and result["ok"]]
+    failed = [result for result in results if not (result and result["ok"])]
+    itl = [gap for result in done for gap in result["itl"]]
+    ttft = [result["ttft"] for result in done]
+    output_tokens = sum(result["output_tokens"] for result in done)
+
+    def milliseconds(values, share):
+        value = percentile(values, share)
+        return None if value is None else round(value * 1000.0, 3)
+
+    return dict(
+        completed=len(done), failed=len(failed), errors=sorted(set(result["error"] for result in failed if result))[:5],
+        duration_s=round(duration, 3), output_tokens=output_tokens,
+        output_throughput=round(output_tokens / duration, 3) if duration > 0 else None,
+        request_throughput=round(len(done) / duration, 3) if duration > 0 else None,
+        ttft_ms_median=milliseconds(ttft, 50), ttft_ms_p99=milliseconds(ttft, 99),
+        itl_ms_median=milliseconds(itl, 50), itl_ms_p99=milliseconds(itl, 99),
+    )
+
+
+def from_bench_serving(record):
+    """The same metrics from one line of `python -m sglang.bench_serving --output-file`."""
+    return dict(
+        completed=record["completed"], failed=record.get("num_prompts", record["completed"]) - record["completed"],
+        errors=[], duration_s=round(record["duration"], 3), output_tokens=record["total_output_tokens"],
+        output_throughput=round(record["output_throughput"], 3),
+        request_throughput=round(record["request_throughput"], 3),
+        ttft_ms_median=round(record["median_ttft_ms"], 3), ttft_ms_p99=round(record["p99_ttft_ms"], 3),
+        itl_ms_median=round(record["median_itl_ms"], 3), itl_ms_p99=round(record["p99_itl_ms"], 3),
+    )
+
+
+def bench_serving_argv(python, base_url, model_path, chosen, output_file):
+    """SGLang's own client on the same workload, against the same OpenAI-compatible API."""
+    return [python, "-m", "sglang.bench_serving", "--backend", "sglang-oai", "--base-url", base_url.rstrip("/"),
+            "--model", model_path, "--dataset-name", "random", "--random-input-len", str(chosen["prompt_tokens"]),
+            "--random-output-len", str(chosen["output_tokens"]), "--random-range-ratio", "1",
+            "--num-prompts", str(chosen["prompts"]), "--max-concurrency", str(chosen["concurrency"]),
+            "--output-file", output_file]
+
+
+def compare(current, previous, max_drop_percent):
+    """The change of each metric from previous to current, and whether output throughput dropped by more than
+    max_drop_percent. previous None (no earlier result) compares nothing and never fails."""
+    if previous is None:
+        return dict(baseline=None, changes={}, regression=False,
+                    message="no earlier result for this node and workload: this run is the baseline")
+    if previous.get("workload", {}).get("name") != current.get("workload", {}).get("name"):
+        raise BenchmarkError("the baseline %s ran workload %s, this run %s: compare runs of one workload"
+                             % (previous.get("file"), previous.get("workload", {}).get("name"),
+                                current.get("workload", {}).get("name")))
+    changes = {}
+    for metric, higher_is_better in METRICS:
+        before, after = previous["metrics"].get(metric), current["metrics"].get(metric)
+        percent = round((after - before) * 100.0 / before, 1) if before and after is not None else None
+        changes[metric] = dict(before=before, after=after, change_percent=percent, higher_is_better=higher_is_better)
+    drop = changes["output_throughput"]["change_percent"]
+    regression = current["metrics"].get("completed", 0) == 0 or (drop is not None and -drop > max_drop_percent)
+    message = ("output throughput %s -> %s tok/s (%+.1f%%)" % (changes["output_throughput"]["before"],
+                                                               changes["output_throughput"]["after"], drop)
+               if drop is not None else "output throughput not measured")
+    if regression:
+        message += ": a drop beyond the allowed %g%%" % max_drop_percent
+    return dict(baseline=previous.get("file"), changes=changes, regression=regression, message=message)
+
+
+def table(rows):
+    """Lines of a text table, one row per (host, result, comparison)."""
+    header = ("host", "workload", "profile", "tok/s", "req/s", "TTFT p50/p99 ms", "ITL p50/p99 ms", "vs baseline")
+    lines = [header]
+    for host, result, comparison in rows:
+        metrics = result.get("metrics", {})
+        drop = ((comparison or {}).get("changes", {}).get("output_throughput") or {}).get("change_percent")
+        lines.append((host, result.get("workload", {}).get("name", "-"), str(result.get("stack_profile") or "-"),
+                      str(metrics.get("output_throughput")), str(metrics.get("request_throughput")),
+                      "%s/%s" % (metrics.get("ttft_ms_median"), metrics.get("ttft_ms_p99")),
+                      "%s/%s" % (metrics.get("itl_ms_median"), metrics.get("itl_ms_p99")),
+                      ("%+.1f%%" % drop if drop is not None else "-")
+                      + (" REGRESSION" if (comparison or {}).get("regression") else "")))
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]

@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""Known causes of a failed SGLang start-up, and what to do about each.
+
+Data only. The first entry whose ``pattern`` (a regular expression) occurs in the
+failure's traceback, fatal line or last log lines is the diagnosis, so specific
+entries come before general ones. Users extend it with the ``diagnoses`` option of
+wait_for_server, whose entries are tried first.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+DIAGNOSES = (
+    {
+        "id": "invalid_argument",
+        # argparse's own words: "<prog>: error: unrecognized arguments: ..." and friends; the
+        # cause line is that line, which names the flag.
+        "pattern": r"(?m)^\S[^\n]*?: error: (unrecognized arguments: |argument -"
+        r"|the following arguments are required: |ambiguous option: )",
+        "cause": "SGLang refused its command line: a flag it does not know (a typo, underscores instead of "
+        "dashes, or a flag of another SGLang release) or a value a flag does not accept.",
+        "fix": "Correct or remove the flag named in the cause line; the collection's flags come from its "
+        "variables (sglang_server_tensor_parallel_size, sglang_server_port, ...) and anything else from "
+        "sglang_server_extra_args. `python -m sglang.launch_server --help` in the server's virtualenv lists "
+        "what the installed release accepts.",
+    },
+    {
+        "id": "cudnn_check",
+        "pattern": r"PyTorch 2\.9\.1 & CuDNN Compatibility Issue|SGLANG_DISABLE_CUDNN_CHECK",
+        "cause": "SGLang refuses to start with torch 2.9.1 and a cuDNN older than 9.15 (its check for "
+        "multimodal models, against a Conv3d bug in that torch).",
+        "fix": "Set SGLANG_DISABLE_CUDNN_CHECK=1 (runtime_env_sglang_disable_cudnn_check: true, the "
+        "default of the blackwell.gpu_node.runtime_env role) and restart the server.",
+    },
+    {
+        "id": "optional_dependency_missing",
+        "pattern": r"DeepEP is not installed|No module named '(deep_ep|mooncake|nvshmem|nixl)\b"
+        r"|Please install mooncake|DeepGEMM is not (installed|available)|lib(nvshmem\w*|mooncake\w*)\.so[.\d]*: "
+        r"cannot open shared object file",
+        "cause": "A feature chosen in the server's flags needs a package the stack does not install: DeepEP "
+        "(--moe-a2a-backend deepep), Mooncake (--disaggregation-transfer-backend mooncake, elastic EP), NVSHMEM "
+        "(DeepEP's transport) or DeepGEMM (FP8 GEMM kernels).",
+        "fix": "Remove the flag from sglang_server_extra_args, or install the package named in the cause line "
+        "(deep_ep, mooncake-transfer-engine, nvidia-nvshmem, deep_gemm) into the server's virtualenv at the "
+        "version this SGLang release pins, built for the stack profile's CUDA (stack_profile).",
+    },
+    {
+        "id": "cuda12_library_on_cuda13",
+        "pattern": r"lib(nvrtc|cudart|cublas|cublasLt|cusparse|cufft|curand|nvJitLink)\.so\.12",
+        "cause": "A package built for CUDA 12 (a cu12 wheel) is loaded on the CUDA 13 stack.",
+        "fix": "Install the cu130 builds of torch, sgl-kernel and flashinfer (the ml_stack role's cu130 "
+        "profile) instead of the cu12 wheels, or register CUDA 12's lib64 if you meant to run CUDA 12.",
+    },
+    {
+        "id": "torch_abi_mismatch",
+        "pattern": r"undefined symbol: .*(c10_cuda_check_implementation|_ZN3c10|_ZNK3c10|_ZN2at|torch)",
+        "cause": "sgl-kernel (or another extension) was built against a different torch than the one installed.",
+        "fix": "Pin torch to the version the extension was built for: torch 2.9.1 for sgl-kernel 0.3.21 "
+        "(the ml_stack role's profile), and make sure nothing upgraded it (pip install flashinfer pulls another torch).",
+    },
+    {
+        "id": "flashinfer_version_check",
+        "pattern": r"does not match flashinfer version|FLASHINFER_DISABLE_VERSION_CHECK"
+        r"|flashinfer_python (is installed with version|with minimum required version)",
+        "cause": "flashinfer-python, flashinfer-cubin and flashinfer-jit-cache are not the same version, or "
+        "flashinfer-python is older than SGLang requires.",
+        "fix": "Install the flashinfer versions of the stack profile (the ml_stack role), or set "
+        "FLASHINFER_DISABLE_VERSION_CHECK=1 (runtime_env_flashinfer_disable_version_check: true) to skip the "
+        "cubin/jit-cache comparison.",
+    },
+    {
+        "id": "sgl_kernel_version",
+        "pattern": r"sgl-kernel (is installed with version|with minimum required version)",
+        "cause": "The installed sgl-kernel is not the version this SGLang needs.",
+        "fix": "Install the sgl-kernel version of the stack profile (0.3.21+cu130 for SGLang 0.5.9).",
+    },
+    {
+        "id": "host_out_of_memory",
+        "pattern": r"\[Errno 12\] Cannot allocate memory",
+        "cause": "The host, not the GPU, ran out of memory (RAM or a memory ulimit) while starting worker processes.",
+        "fix": "Free host memory or raise the service's memory limit (ulimit -v, the container's or the systemd "
+        "unit's MemoryMax); each tensor-parallel rank is a process of its own.",
+    },
+    {
+        "id": "cuda_out_of_memory",
+        "pattern": r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|CUDA error: out of memory"
+        r"|Not enough memory|insufficient (GPU|device) memory",
+        "cause": "The GPU ran out of memory while loading weights, allocating the KV cache or capturing CUDA graphs.",
+        "fix": "Free the GPUs (nvidia-smi shows who holds them; the sglang_server module stops its own server), "
+        "lower --mem-fraction-static (sglang_server_extra_args) or sglang_server_cuda_graph_max_bs, or raise "
+        "sglang_server_tensor_parallel_size.",
+    },
+    {
+        "id": "tensor_parallel_not_divisible",
+        # SGLang's ensure_divisibility() says "<n> is not divisible by <tp>"; quantized MoE layers say
+        # "... is not divisible by weight quantization block_n".
+        "pattern": r"\b\d+ is not divisible by \d+|ensure_divisibility|is not divisible by weight quantization"
+        r"|must be divisible by (the )?(tensor[ _-]parallel|tp)[ _-]?size",
+        "cause": "The tensor-parallel size does not divide one of the model's dimensions (attention or key/value "
+        "heads, a vision tower's heads, or the MoE expert/intermediate size per quantization block).",
+        "fix": "Choose a sglang_server_tensor_parallel_size that divides the model's num_attention_heads, "
+        "num_key_value_heads (and the vision config's heads) and moe_intermediate_size / weight_block_size in "
+        "its config.json; for MoE models expert parallelism (--ep-size) or --enable-dp-attention in "
+        "sglang_server_extra_args split the experts differently.",
+    },
+    {
+        "id": "gpu_too_old",
+        "pattern": r"SGLang only supports sm\d+ and above",
+        "cause": "The GPU's compute capability is below what SGLang supports.",
+        "fix": "Run on a supported GPU (Blackwell sm_100/sm_120, Hopper sm_90 and so on); check CUDA_VISIBLE_DEVICES.",
+    },
+    {
+        "id": "gpu_architecture_unsupported",
+        "pattern": r"not supported in this architecture|fp8e4nv data type is not supported|CUDA arch < \d+"
+        r"|no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice",
+        "cause": "A kernel or data type the server uses is not available for this GPU's architecture: FP8 "
+        "(fp8e4nv) needs sm_89 or newer (Ada, Hopper, Blackwell), and \"no kernel image\" means a package was "
+        "built without code for this GPU (for example a wheel without sm_120 on an RTX PRO 6000).",
+        "fix": "On a GPU older than sm_89 serve a BF16/FP16 checkpoint or a quantization it supports and drop "
+        "--quantization fp8 / --kv-cache-dtype fp8_e4m3 from sglang_server_extra_args; for \"no kernel image\" "
+        "install the stack profile built for this GPU (stack_profile, the cu130 wheels for Blackwell).",
+    },
+    {
+        "id": "kernel_compilation",
+        "pattern": r"CompilationError|Internal Triton PTX codegen error|ptxas\b[^\n]*\berror\b|ptxas fatal"
+        r"|triton/compiler/compiler\.py\", line \d+, in compile\b|nvcc fatal|Ninja is required"
+        r"|Error building extension",
+        "cause": "A GPU kernel failed to compile at start-up (Triton, DeepGEMM or flashinfer JIT); the compiler's "
+        "own message is in the cause line or the traceback.",
+        "fix": "Use the Triton and CUDA toolkit of the stack profile (stack_profile): Triton must run the stack's "
+        "ptxas (runtime_env_triton_ptxas_path) and JIT builds its nvcc (runtime_env_cuda_home); clear the server "
+        "user's stale caches (~/.triton/cache, ~/.cache/flashinfer), or avoid the kernel (another "
+        "sglang_server_attention_backend, or --disable-cuda-graph in sglang_server_extra_args).",
+    },
+    {
+        "id": "gpu_peer_access",
+        "pattern": r"peer access is not supported between these two devices|cudaErrorPeerAccessUnsupported"
+        r"|peer mapping resources exhausted",
+        "cause": "The GPUs cannot reach each other's memory directly over PCIe: peer-to-peer is blocked (IOMMU "
+        "or PCIe ACS) or not supported by these GPUs, and SGLang's custom all-reduce or NCCL's P2P path needs it.",
+        "fix": "Set sglang_server_disable_custom_all_reduce: true (the reference PCIe box sets it), and let NCCL "
+        "go through host memory: NCCL_P2P_DISABLE=1 in runtime_env_nccl_overrides. To enable P2P instead, put "
+        "the IOMMU in passthrough (iommu=pt) and disable ACS on the PCIe switches, then check with nvidia-smi "
+        "topo -p2p r.",
+    },
+    {
+        "id": "nccl",
+        "pattern": r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage"
+        r"|ncclRemoteError|NCCL WARN",
+        "cause": "NCCL failed to set up or run collective communication between the GPUs (\"unhandled system "
+        "error\" is a failed system call: shared memory, sockets, or PCIe peer access).",
+        "fix": "Rerun with NCCL_DEBUG=INFO (runtime_env_nccl_overrides) to see the failing step. On PCIe-only "
+        "boxes use the pcie_blackwell NCCL profile (runtime_env_nccl_profile; its NCCL_P2P_LEVEL=SYS) and, if "
+        "peer access is blocked by the IOMMU or ACS, NCCL_P2P_DISABLE=1 in runtime_env_nccl_overrides; in "
+        "containers give /dev/shm room (--shm-size or --ipc=host); check that no other process holds the GPUs, "
+        "and for multi-node runs that the first node's sglang_server_dist_init_port is reachable.",
+    },
+    {
+        "id": "port_in_use",
+        "pattern": r"[Aa]ddress already in use|\[Errno 98\]|EADDRINUSE",
+        "cause": "Another process already listens on a port the server needs: its HTTP port, the metrics port, "
+        "the torch.distributed/NCCL port (--dist-init-addr, --nccl-port) or one of its ZMQ ports; the cause "
+        "line names it.",
+        "fix": "Find the holder of the port named in the cause line (ss -ltnp) and stop it (a previous server: "
+        "state: stopped with the sglang_server module), or move the server: sglang_server_port for HTTP, "
+        "sglang_server_dist_init_port for multi-node start-up, --nccl-port or --metrics-port in "
+        "sglang_server_extra_args.",
+    },
+    {
+        "id": "warmup_request",
+        "pattern": r"warmup error",
+        "cause": "The server started, but SGLang's own warm-up request to it failed (an HTTP proxy in between, "
+        "an API key, or a crash while serving it).",
+        "fix": "Make local traffic bypass proxies (no_proxy=127.0.0.1,localhost in sglang_server_env), "
+        "check sglang_server_api_key, and read the traceback for a crash.",
+    },
+    {
+        "id": "cuda_driver",
+        "pattern": r"Error 802|system not yet initialized|driver version is insufficient"
+        r"|cudaErrorInsufficientDriver|Error 804|forward compatibility was attempted"
+        r"|NVIDIA driver on your system is too old",
+        "cause": "The NVIDIA driver cannot serve this CUDA runtime (a driver older than the runtime, or on NVSwitch "
+        "systems nvidia-fabricmanager not running).",
+        "fix": "Check nvidia-smi: CUDA 13 needs driver branch 580 or newer. Install a driver the stack profile "
+        "supports (cuda_driver_install: true, cuda_driver_branch) or choose a stack_profile whose CUDA the "
+        "installed driver serves; on NVSwitch (HGX) systems start nvidia-fabricmanager at the driver's exact "
+        "version.",
+    },
+    {
+        "id": "model_type_unknown",
+        "pattern": r"has model type `[^`]+` but Transformers does not recognize this architecture",
+        "cause": "The installed transformers does not know this model's architecture.",
+        "fix": "Use an SGLang and transformers release that supports the model (a newer stack_profile), or "
+        "check that sglang_server_model_path points at the model you meant.",
+    },
+    {
+        "id": "trust_remote_code",
+        "pattern": r"contains custom code which must be executed|requires you to execute (the configuration file"
+        r"|some code) in that repo",
+        "cause": "The model ships its own Python code (a custom architecture or tokenizer) and the server was "
+        "not allowed to run it.",
+        "fix": "Read the model repository's code, then set sglang_server_trust_remote_code: true (the code runs "
+        "as the server's user).",
+    },
+    {
+        "id": "hf_gated_model",
+        "pattern": r"GatedRepoError|[Cc]annot access gated repo|You are trying to access a gated repo"
+        r"|Access to model \S+ is restricted|(401|403) Client Error",
+        "cause": "The model is gated (or private) on Hugging Face and the server's download had no token with "
+        "access to it.",
+        "fix": "Accept the model's terms on huggingface.co with the account whose token the server uses and pass "
+        "the token as HF_TOKEN in sglang_server_secret_env (not sglang_server_env, which is not masked); or "
+        "download the model beforehand and set sglang_server_model_path to the local directory.",
+    },
+    {
+        "id": "model_path",
+        "pattern": r"is not a local folder and is not a valid model identifier|Repository Not Found"
+        r"|RepositoryNotFoundError|does not appear to have a file named config\.json|Can't load the configuration of"
+        r"|No such file or directory: .*(config\.json|safetensors)|HFValidationError",
+        "cause": "The model path does not exist or is not a model directory (config.json missing).",
+        "fix": "Check sglang_server_model_path: it must be a local directory with config.json and the weights, "
+        "readable by the server's user, or a Hugging Face id (sglang_server_model_is_hub_id) with network access "
+        "and HF_HUB_OFFLINE unset.",
+    },
+)

@@ -1,0 +1,234 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""The state files of one named server: what was launched, whether it still runs."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+import errno
+import json
+import os
+import stat
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    OPEN_NO_LINK,
+    open_directory,
+    path_kind,
+    read_text,
+    remove,
+    write_atomically,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import (
+    boot_id,
+    process_argv,
+    process_start_time,
+    process_uid,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import UNIT_PROPERTIES, unit_status
+
+# How many launches <name>.launches.json keeps, newest first: enough to look at a crash a few restarts back.
+LAUNCH_HISTORY = 5
+
+
+# What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
+# boot, the boot it ran in), which dates it against the kernel's log.
+LAUNCH_FIELDS = ("pid", "start_time", "offset", "log_path", "started_at", "boot_id")
+
+
+class BadState(ValueError):
+    """A state file that this module cannot trust; its message names the file and what to do."""
+
+
+class SystemdFailed(RuntimeError):
+    pass
+
+
+def systemctl(module, *args, **kwargs):
+    """Run systemctl; SystemdFailed when it fails, unless check=False."""
+    command = [module.get_bin_path("systemctl", required=True)] + list(args)
+    rc, out, err = module.run_command(command)
+    if rc != 0 and kwargs.get("check", True):
+        raise SystemdFailed("%s failed (%d): %s" % (" ".join(command), rc, (err or out).strip()))
+    return out
+
+
+def observe_unit(module, unit):
+    """What systemd says of the unit, in one call: under systemd the unit, not a pid, is the server."""
+    return unit_status(systemctl(module, "show", "--property=" + ",".join(UNIT_PROPERTIES), unit))
+
+
+def observe_recorded(module, instance):
+    """(recorded state or None, whether that server runs, what systemd says of its unit or None). BadState,
+    InvalidOption or SystemdFailed when the state cannot be trusted or systemd not asked."""
+    recorded = instance.load()
+    if recorded and recorded.get("manager") == "systemd":
+        # Restarts by systemd, a reboot or `systemctl restart` give the unit another main pid: it is
+        # still the same server.
+        unit_state = observe_unit(module, recorded["unit"])
+        recorded["pid"] = unit_state["pid"] or recorded["pid"]
+        return recorded, unit_state["running"], unit_state
+    return recorded, bool(recorded) and instance.running(recorded), None
+
+
+class Instance(object):
+    """The pid and state files of one named server, in state_dir (never written through a link)."""
+
+    def __init__(self, state_dir, name):
+        self.state_dir = state_dir
+        self.name = name
+        self.pid_path = os.path.join(state_dir, name + ".pid")
+        self.state_path = os.path.join(state_dir, name + ".json")
+        self.secret_env_name = name + ".secret.env"
+        self.secret_env_path = os.path.join(state_dir, self.secret_env_name)
+        # Kept when the server is stopped or forgotten: a crash is looked at after the next run cleaned up.
+        self.launches_name = name + ".launches.json"
+        self.launches_path = os.path.join(state_dir, self.launches_name)
+
+    def directory(self, create=False):
+        return open_directory(self.state_dir, "state_dir", 0o750 if create else None)
+
+    def load(self):
+        """The recorded state, None when there is none; BadState when the file cannot be trusted."""
+        if path_kind(self.state_dir) is None:
+            return None
+        directory = self.directory()
+        try:
+            descriptor = os.open(self.name + ".json", os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK, dir_fd=directory)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            raise self.bad("it cannot be opened as a file (%s)" % exc.strerror)
+        finally:
+            os.close(directory)
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise self.bad("it is not a regular file")
+            with os.fdopen(descriptor, "rb") as handle:
+                descriptor = None
+                text = handle.read(1 << 20)
+        finally:
+            if descriptor is not None:
+                os.close(descriptor)
+        try:
+            state = json.loads(text.decode("utf-8"))
+        except ValueError as exc:
+            raise self.bad("it is not JSON (%s)" % exc)
+        problem = state_problem(state)
+        if problem:
+            raise self.bad(problem)
+        return state
+
+    def running(self, state, proc_root="/proc", boot=None, uid=None):
+        """True when the recorded server runs: same pid, kernel start time and boot as at the launch. False
+        when it is gone (its pid free or another process's since). BadState when a live process has the
+        recorded pid and start time but is not the server this module started (another user than the recorded
+        one, another command line): such a process is never signalled. A state written before boot ids and
+        service users were recorded is still recognised by pid, start time, root and command line.
+
+        SGLang retitles its child processes (`sglang::scheduler...`), not the process it was launched as, so
+        the main process's command line must be the recorded argv; a `sglang::` title is accepted too, should
+        a version retitle it."""
+        if state.get("boot_id") and state["boot_id"] != (boot or boot_id()):
+            return False
+        if process_start_time(state["pid"], proc_root) != state["start_time"]:
+            return False
+        owner = process_uid(state["pid"], proc_root)
+        # A state of a version before the service user has no uid: its server ran as the module's user, root.
+        expected = state.get("uid", os.geteuid()) if uid is None else uid
+        argv = process_argv(state["pid"], proc_root) or []
+        if owner != expected:
+            raise self.bad("pid %d runs as uid %s, not as uid %d that launched the server" % (
+                state["pid"], owner, expected))
+        if argv != state["argv"] and not (argv and argv[0].startswith("sglang::")):
+            raise self.bad("pid %d runs %r, not the recorded server's command line" % (
+                state["pid"], " ".join(argv)[:200]))
+        return True
+
+    def bad(self, problem):
+        return BadState("The state file %s cannot be trusted: %s. Nothing was signalled or changed. Check "
+                        "that no server of this instance runs, then remove %s and %s."
+                        % (self.state_path, problem, self.state_path, self.pid_path))
+
+    def save(self, state):
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, self.name + ".json", json.dumps(state, indent=2, sort_keys=True), 0o600)
+            write_atomically(directory, self.name + ".pid", "%d\n" % state["pid"], 0o600)
+        finally:
+            os.close(directory)
+
+    def launches(self):
+        """The recorded launches, newest first; [] when there are none. An entry that is not a launch (a file
+        edited by hand, cut off) is left out rather than trusted: nothing is signalled from this history."""
+        if path_kind(self.state_dir) != "directory":
+            return []
+        directory = self.directory()
+        try:
+            text = read_text(directory, self.launches_name)
+        finally:
+            os.close(directory)
+        try:
+            entries = json.loads(text) if text else []
+        except ValueError:
+            return []
+        if not isinstance(entries, list):
+            return []
+        return [entry for entry in entries if launch_problem(entry) is None][:LAUNCH_HISTORY]
+
+    def record_launch(self, state):
+        """Put the launch of state first in the history, which keeps the last LAUNCH_HISTORY."""
+        entry = dict((key, state.get(key)) for key in LAUNCH_FIELDS)
+        history = [entry] + self.launches()[:LAUNCH_HISTORY - 1]
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, self.launches_name, json.dumps(history, indent=2, sort_keys=True), 0o600)
+        finally:
+            os.close(directory)
+
+    def write_secret_env(self, text):
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, self.secret_env_name, text, 0o600)
+        finally:
+            os.close(directory)
+
+    def forget(self):
+        """Remove the pid, state and secret environment files; the names of those that were there."""
+        if path_kind(self.state_dir) is None:
+            return []
+        directory = self.directory()
+        try:
+            return [name for name in (self.name + ".pid", self.name + ".json", self.secret_env_name)
+                    if remove(directory, name)]
+        finally:
+            os.close(directory)
+
+
+def state_problem(state):
+    """What makes a loaded state unusable, or None."""
+    if not isinstance(state, dict):
+        return "it holds no JSON object"
+    for key, kinds in (("pid", int), ("start_time", int), ("argv", list), ("env_digest", str),
+                       ("log_path", str), ("offset", int)):
+        if isinstance(state.get(key), bool) or not isinstance(state.get(key), kinds):
+            return "%s is missing or not of the right type" % key
+    if not all(isinstance(word, str) for word in state["argv"]) or not state["argv"]:
+        return "argv is not a command line"
+    if state["pid"] <= 1:
+        return "pid %d is not a server's (pid 1 is init, 0 and below are process groups)" % state["pid"]
+    return None
+
+
+def launch_problem(entry):
+    """What makes an entry of the launch history unusable, or None."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for key, kinds in (("pid", int), ("start_time", int), ("offset", int), ("log_path", str)):
+        if isinstance(entry.get(key), bool) or not isinstance(entry.get(key), kinds):
+            return "%s is missing or not of the right type" % key
+    if entry["offset"] < 0:
+        return "offset is negative"
+    return None
