@@ -698,14 +698,14 @@ def status_details(module, recorded, unit_state, running_pid):
                "expected_user": (recorded.get("identity") or {}).get("user") or "root"}
     if running_pid:
         uid = process_uid(running_pid)
-        details["user"] = user_name(uid) if uid is not None else None
+        details["user"] = (user_name(uid) or str(uid)) if uid is not None else None
     if unit_state is not None:
         details.update(unit=recorded["unit"], unit_enabled=unit_state["enabled"], restarts=unit_state["restarts"],
                        active_state=unit_state["active_state"], sub_state=unit_state["sub_state"])
     venv = os.path.dirname(os.path.dirname(recorded["argv"][0]))
     if path_kind(venv) == "directory":
         owner, problems, complete = foreign_writable(venv)
-        details["venv"] = dict(path=venv, owner=user_name(owner), writable_by_others=problems, complete=complete)
+        details["venv"] = dict(path=venv, owner=user_name(owner) or str(owner), writable_by_others=problems, complete=complete)
     return details
 
 

@@ -51,16 +51,33 @@ def secret_values(argv, secret_flags=SECRET_FLAGS):
     return values
 
 
+def _flags(secret_flags):
+    """SECRET_FLAGS and secret_flags, each once: SGLang's own secret flags are always masked."""
+    return tuple(SECRET_FLAGS) + tuple(flag for flag in secret_flags or () if flag not in SECRET_FLAGS)
+
+
 def _fields(secret_flags):
     # --admin-api-key is logged as admin_api_key='...' inside server_args=ServerArgs(...).
     names = [flag.lstrip("-").replace("-", "_") for flag in secret_flags]
     return re.compile(r"\b(%s)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")" % "|".join(re.escape(name) for name in names))
 
 
+# A long option in free text, with its value after '=' or whitespace: the value ends at whitespace, or at the
+# quote it started with.
+FLAG_IN_TEXT = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9-]*)(=|[ \t]+)(\'[^\']*\'?|\"[^\"]*\"?|[^\s\'\"]+)")
+
+
 def masked_text(text, values=(), secret_flags=SECRET_FLAGS):
-    """text with every given secret value, and every secret field of SGLang's server_args line, masked."""
+    """text with every secret masked: each of values (the secrets of a command line and secret_env's values), the
+    value after each secret flag written out as `--flag VALUE` or `--flag=VALUE` (abbreviations too), and every
+    secret field of SGLang's server_args line. SGLang's own secret flags are masked whatever secret_flags says."""
+    flags = _flags(secret_flags)
     for value in sorted((value for value in values if value), key=len, reverse=True):
         text = text.replace(value, MASK)
-    if secret_flags:
-        text = _fields(secret_flags).sub(lambda found: "%s='%s'" % (found.group(1), MASK), text)
-    return text
+
+    def flag_value(found):
+        if not is_secret_flag(found.group(1), flags) or found.group(3).startswith("--"):
+            return found.group(0)
+        return found.group(1) + found.group(2) + MASK
+    text = FLAG_IN_TEXT.sub(flag_value, text)
+    return _fields(flags).sub(lambda found: "%s='%s'" % (found.group(1), MASK), text)

@@ -42,3 +42,28 @@ def control_character_problems(values):
         if problem:
             problems.append(problem)
     return problems
+
+
+# What a result shows of text the collection does not control (a log line, a traceback, the kernel's messages):
+# each line at most this many bytes, so that one huge line cannot make a result of megabytes per host.
+RESULT_LINE_BYTES = 2048
+# Terminal control sequences (colours, cursor moves: CSI and OSC) are removed whole, then any other control
+# character but the tab: a result is read in a terminal, a log viewer or a browser, where they would act.
+TERMINAL_SEQUENCE = re.compile(u"\x1b\\[[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x9b[0-?]*[ -/]*[@-~]")
+RESULT_CONTROL = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def result_line(line, limit=RESULT_LINE_BYTES):
+    """One line as a result may show it: terminal sequences and control characters removed, cut to limit bytes
+    of UTF-8 (on a character boundary) with the number of bytes left out said at its end."""
+    clean = RESULT_CONTROL.sub(u"", TERMINAL_SEQUENCE.sub(u"", u"%s" % (line,)).replace(u"\n", u" "))
+    data = clean.encode("utf-8")
+    if len(data) <= limit:
+        return clean
+    kept = data[:limit].decode("utf-8", "ignore")
+    return u"%s [... %d bytes cut]" % (kept, len(data) - len(kept.encode("utf-8")))
+
+
+def result_text(text, limit=RESULT_LINE_BYTES):
+    """Text of several lines as a result may show it: result_line applied to each line."""
+    return u"\n".join(result_line(line, limit) for line in (u"%s" % (text,)).split(u"\n"))

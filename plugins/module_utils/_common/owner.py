@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""Running a virtualenv's code as the user who can change it, never as root.
+
+A virtualenv's interpreter runs whatever its ``.pth`` files, its ``sitecustomize`` and its packages say, and its
+owner can edit all of those. Started by root, it would run that user's code as root. So every process that runs a
+virtualenv's code (its ``bin/python``, pip, a benchmark client) is started through ``owner_argv``: as the
+virtualenv's owner (``runuser``, which sets the user's uid, gid and supplementary groups), in an empty
+environment, unless root owns every part of the virtualenv that decides what runs.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+import os
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+
+# The search path the virtualenv's code runs with: the same everywhere, whatever the connection's environment.
+CLEAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Below a virtualenv, what decides which code its interpreter runs: whoever can change one of them can make it
+# run anything (lib/ holds the site-packages with their .pth files, bin/ the interpreter link).
+DECIDING = ("", "bin", "bin/python", "lib")
+
+
+def tree_owner(stats):
+    """The uid whose code a tree runs: the owner of the first of stats (os.stat_result-like) that root does not
+    own, else root (0)."""
+    for info in stats:
+        if info.st_uid != 0:
+            return info.st_uid
+    return 0
+
+
+def venv_owner_uid(venv_path):
+    """The uid that owns the virtualenv at venv_path: the first owner other than root among the path itself (a link
+    ml_stack points at the profile's virtualenv), the directory it names, and what decides its code (bin,
+    bin/python, lib; none of them followed through a link). InvalidOption naming venv_path when it is not
+    there."""
+    try:
+        stats = [os.lstat(venv_path), os.stat(venv_path)]
+    except OSError as exc:
+        raise InvalidOption("venv_path=%s: %s" % (venv_path, exc.strerror))
+    real = os.path.realpath(venv_path)
+    for below in DECIDING[1:]:
+        try:
+            stats.append(os.lstat(os.path.join(real, below)))
+        except OSError:
+            continue
+    return tree_owner(stats)
+
+
+def as_owner(uid, option):
+    """The argv prefix that runs a command as uid: `runuser -u NAME --`, nothing for root. InvalidOption naming
+    option when uid has no user name (runuser needs one)."""
+    if uid == 0:
+        return []
+    name = user_name(uid)
+    if name is None:
+        raise InvalidOption("%s belongs to uid %d, which has no user on this host: its code is run as its owner, "
+                            "never as root. Give it to an existing user (chown -R --no-dereference)" % (option, uid))
+    return ["runuser", "-u", name, "--"]
+
+
+def owner_argv(uid, argv, option, environment=None):
+    """argv run as uid (as_owner) in an empty environment but for CLEAN_PATH and environment (name: value)."""
+    assignments = ["%s=%s" % item for item in sorted((environment or {}).items())]
+    return as_owner(uid, option) + ["env", "-i", CLEAN_PATH] + assignments + list(argv)
