@@ -10,25 +10,35 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: runtime_env_state
-short_description: Tell, in one call, whether the runtime_env role's environment is already in place and in effect
+short_description: Render the runtime_env role's environment into a virtualenv and prove it takes effect, in one call
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
-  - Looks at the virtualenv O(venv_path), runs its interpreter as the virtualenv's owner (never as root) in an
-    empty environment, reads the values it sees for the names of O(environment), and reads the files the
-    C(blackwell.gpu_node.runtime_env) role writes into its site-packages.
-  - RV(converged) is true only when every value takes effect through the hook and every file of O(files) is a
-    regular file, root's, mode C(0644), with exactly that content. Anything else, or anything it cannot observe,
-    is a reason in RV(reasons), and the role then runs all its tasks, whose checks name the problem.
-  - Changes nothing.
+  - Internal to the C(blackwell.gpu_node.runtime_env) role, which calls it; not meant for playbooks of your own.
+  - Runs the interpreter of the virtualenv O(venv_path) as the virtualenv's owner (never as root) in an empty
+    environment, reads what it sees for the names of O(environment) and where its site-packages is, and reads the
+    files of O(files) there.
+  - The owner is the first owner other than root of O(venv_path) itself, the directory it names, and its C(bin),
+    C(bin/python) and C(lib); root only when root owns all of them.
+  - Root writes into that site-packages and nowhere else. It must be the virtualenv's own
+    C(lib/python3.N/site-packages), reached from the virtualenv without following any link, the virtualenv and each
+    level below it the owner's (or root's). An interpreter whose C(sysconfig) paths point elsewhere (a C(.pth) file
+    or C(sitecustomize.py) of the owner's can make it), a virtualenv link repointed at another user's directory, or
+    a link at one of the files is refused before anything is written.
+  - With O(render=true), each file of O(files) whose content, owner or mode differs is written, root's and mode
+    C(0644), atomically through the directory's descriptor; then the interpreter is run again, and the module fails
+    unless every variable of O(environment) has its value and the hook imported the rendered module.
+  - With O(render=false) it changes nothing and only says whether the role has anything to do.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
   check_mode:
     support: full
+    details: Reports which files would be written; writes nothing and proves nothing.
   diff_mode:
-    support: none
+    support: full
+    details: The content of each file before and after.
   platform:
     support: full
     platforms: debian
@@ -49,10 +59,14 @@ options:
     description: The content of each file the role writes into site-packages, by file name.
     type: dict
     required: true
+  render:
+    description: Write the files that differ and prove the environment takes effect (V(true)), or only look (V(false)).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
-- name: Check whether the environment already takes effect
+- name: Render the environment into the virtualenv and prove it takes effect
   blackwell.gpu_node.runtime_env_state:
     venv_path: /opt/ml-env
     script: "{{ lookup('ansible.builtin.file', 'inspect_venv.py') }}"
@@ -64,15 +78,20 @@ EXAMPLES = r"""
 
 RETURN = r"""
 converged:
-  description: Whether the role has nothing to do on this host.
+  description: Whether everything was in place and in effect before this call.
   returned: always
   type: bool
 reasons:
-  description: Why it is not converged; empty when it is.
+  description: Why it was not converged; empty when it was.
   returned: always
   type: list
   elements: str
   sample: ["NCCL_PROTO is 'Simple', not 'LL'"]
+written:
+  description: The files written (in check mode, that would be written), their full paths.
+  returned: always
+  type: list
+  elements: str
 hook:
   description: The file the interpreter imported the environment from, or null.
   returned: always
@@ -80,21 +99,21 @@ hook:
   sample: /opt/ml-env/lib/python3.11/site-packages/_blackwell_gpu_node_env.py
 """
 
-import pwd
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
+    VenvRefused,
     observe_venv,
+    render,
+    to_write,
     unconverged_reasons,
+    verify,
 )
 
-
-def user_name(uid):
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return None
+UNCHANGED = " Nothing was changed on the host."
 
 
 def main():
@@ -104,20 +123,45 @@ def main():
             script=dict(type="str", required=True),
             environment=dict(type="dict", required=True),
             files=dict(type="dict", required=True),
+            render=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    observed = observe_venv(
-        params["venv_path"],
-        params["script"],
-        list(params["environment"]),
-        module.run_command,
-        user_name,
-    )
-    reasons = unconverged_reasons(observed, params["environment"], params["files"])
-    hook = (observed.get("venv") or {}).get("hook")
-    module.exit_json(changed=False, converged=not reasons, reasons=reasons, hook=hook)
+    venv_path, environment, files = params["venv_path"], params["environment"], params["files"]
+    observed = observe_venv(venv_path, params["script"], list(environment), module.run_command)
+    reasons = unconverged_reasons(observed, environment, files)
+    result = dict(changed=False, converged=not reasons, reasons=reasons, written=[],
+                  hook=(observed.get("venv") or {}).get("hook"))
+    if not params["render"] or not reasons:
+        module.exit_json(**result)
+    if observed.get("error"):
+        module.fail_json(msg=observed["error"] + "." + UNCHANGED, **result)
+    try:
+        names = to_write(venv_path, observed, files)
+    except VenvRefused as exc:
+        module.fail_json(msg="%s.%s" % (exc, UNCHANGED), **result)
+    site_packages = observed["venv"]["purelib"]
+    result.update(changed=bool(names), written=[os.path.join(site_packages, name) for name in names])
+    if module._diff:
+        result["diff"] = [dict(before_header=path, after_header=path,
+                               before=(observed["files"].get(name) or {}).get("content", ""), after=files[name])
+                          for name, path in zip(names, result["written"])]
+    if module.check_mode:
+        module.exit_json(**result)
+    done = []
+    try:
+        render(venv_path, observed, files, names, done)
+        problem, seen = verify(venv_path, observed, params["script"], environment, module.run_command)
+    except (VenvRefused, InvalidOption, OSError) as exc:
+        result.update(changed=bool(done), written=[os.path.join(site_packages, name) for name in done])
+        module.fail_json(msg="%s=%s: rendering failed: %s. Written before it failed: %s." % (
+            "runtime_env_venv_path", venv_path, getattr(exc, "strerror", None) or exc,
+            ", ".join(result["written"]) or "nothing"), **result)
+    result["hook"] = seen.get("hook")
+    if problem:
+        module.fail_json(msg=problem, **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

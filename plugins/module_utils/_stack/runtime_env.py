@@ -23,8 +23,16 @@ import inspect
 import json
 import os
 import re
-import stat as stat_module
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import described_user
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    open_resolved,
+    read_regular,
+    walk,
+    write_atomically,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import owner_argv, venv_owner_uid
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import family_of
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
@@ -323,30 +331,142 @@ def module_code(settings):
     )
 
 
-# What the role writes, and who owns it: root's, 0644 (render.yml), so that the virtualenv's owner cannot edit
-# them in place and root never runs them.
+# What the role writes, and who owns it: root's, 0644, so that the virtualenv's owner cannot edit them in place
+# and root never runs them (the interpreter that imports them runs as the owner).
 MODULE_FILE = "_blackwell_gpu_node_env.py"
 HOOK_FILE = "00-blackwell-gpu-node-env.pth"
 RENDERED_MODE = 0o644
-# The same search path the role's interpreter runs with (vars/main.yml), so that the inspection sees what it sees.
-INSPECT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RENDERED_OWNER = (0, 0)
+# The rendered files are a few KiB; anything larger at their names is not the role's.
+RENDERED_LIMIT = 1 << 20
+# Where a virtualenv's site-packages is, below the virtualenv: what root writes into, and nowhere else.
+SITE_PACKAGES = re.compile(r"lib/python3\.[0-9]{1,3}/site-packages")
+OPTION = "runtime_env_venv_path"
 
 
-def venv_owner(stats, user_name):
-    """The user that runs the virtualenv's interpreter, as preflight.yml picks it: the first of the stable path
-    itself and the directory it names that is not root's, else root. ``stats`` are os.stat_result-like objects
-    (lstat first), ``user_name(uid)`` returns the name or None. Returns ``(uid, name or None)``."""
-    for stat in stats:
-        if stat.st_uid != 0:
-            return stat.st_uid, user_name(stat.st_uid)
-    return 0, "root"
+class VenvRefused(ValueError):
+    """The virtualenv cannot be rendered into: the message names runtime_env_venv_path, what is wrong and the fix."""
 
 
-def inspect_argv(venv_path, owner_uid, owner_name, script, names):
-    """The argv of the role's inspection (vars/main.yml's __runtime_env_inspect_argv): the virtualenv's
-    interpreter as its owner, never as root, in an empty environment, reporting ``names``."""
-    as_owner = ["runuser", "-u", owner_name, "--"] if owner_uid != 0 else []
-    return as_owner + ["env", "-i", INSPECT_PATH, venv_path + "/bin/python", "-B", "-c", script] + list(names)
+def inspect_argv(venv_path, owner_uid, script, names):
+    """The argv of the inspection: the virtualenv's interpreter as its owner, never as root, in an empty
+    environment, reporting ``names``."""
+    return owner_argv(owner_uid, [venv_path + "/bin/python", "-B", "-c", script] + list(names), OPTION)
+
+
+def site_packages_below(venv_path, real_path, purelib):
+    """purelib relative to the virtualenv (named by venv_path or by its real path), when it is its
+    lib/python3.N/site-packages; None otherwise: an interpreter whose sysconfig a .pth or sitecustomize of the
+    owner's changed can name any directory, and root writes into none but that one."""
+    for base in (venv_path.rstrip("/"), real_path):
+        if isinstance(purelib, str) and purelib.startswith(base + "/"):
+            relative = purelib[len(base) + 1:]
+            if SITE_PACKAGES.fullmatch(relative):
+                return relative
+    return None
+
+
+def open_site_packages(venv_path, relative, owner_uid):
+    """A descriptor of the virtualenv's site-packages: the virtualenv resolved once and walked without following a
+    link from /, then relative walked without following one. The virtualenv and every level below it belong to
+    owner_uid or root; VenvRefused otherwise (a link the owner repointed at a directory of root's or of another
+    user's, a level swapped for a link)."""
+    try:
+        root_fd, real = open_resolved(venv_path, OPTION)
+    except InvalidOption as exc:
+        raise VenvRefused(str(exc))
+    try:
+        owner = os.fstat(root_fd).st_uid
+        if owner != owner_uid:
+            raise VenvRefused("%s=%s names %s, which belongs to %s, not to the virtualenv's owner %s: root renders "
+                              "only into a virtualenv its owner owns. Point %s at the virtualenv (ml_stack's stable "
+                              "link, or the directory itself)" % (OPTION, venv_path, real, described_user(owner),
+                                                                   described_user(owner_uid), OPTION))
+        try:
+            descriptor, levels = walk(root_fd, relative, OPTION)
+        except (OSError, InvalidOption) as exc:
+            raise VenvRefused("%s=%s: %s/%s cannot be reached without following a link (%s): find out who changed "
+                              "it" % (OPTION, venv_path, real, relative, exc))
+    finally:
+        os.close(root_fd)
+    names = [name for name, _uid, _gid, _mode in levels]
+    strangers = ["/".join(names[:index + 1]) for index, (_name, uid, _gid, _mode) in enumerate(levels)
+                 if uid not in (owner_uid, 0)]
+    if strangers:
+        os.close(descriptor)
+        raise VenvRefused("%s=%s: %s below the virtualenv belongs to another user than its owner %s; root renders "
+                          "only into the owner's tree" % (OPTION, venv_path, ", ".join(strangers),
+                                                          described_user(owner_uid)))
+    return descriptor
+
+
+def rendered_files(directory_fd, names):
+    """({name: {"uid", "gid", "mode", "content"}} of the names that are regular files in the directory, [names that
+    are something else there: a link, a directory, a FIFO, a file over RENDERED_LIMIT])."""
+    files, not_regular = {}, []
+    for name in names:
+        try:
+            found = read_regular(name, RENDERED_LIMIT, directory_fd)
+        except InvalidOption:
+            not_regular.append(name)
+            continue
+        if found is not None:
+            data = found.pop("data")
+            found.pop("size")
+            found["content"] = data.decode("utf-8", "replace")
+            files[name] = found
+    return files, not_regular
+
+
+def _inspect(venv_path, owner_uid, script, names, run):
+    rc, stdout, stderr = run(inspect_argv(venv_path, owner_uid, script, names))
+    try:
+        venv = json.loads(stdout) if rc == 0 else None
+    except ValueError:
+        venv = None
+    if not isinstance(venv, dict) or not all(key in venv for key in ("in_venv", "purelib", "hook", "environ")) \
+            or not isinstance(venv["environ"], dict):
+        raise VenvRefused("the virtualenv's interpreter did not report (exit status %d): %s" % (rc, stderr.strip()))
+    return venv
+
+
+def observe_venv(venv_path, script, names, run):
+    """Everything unconverged_reasons needs, in one call on the host: the interpreter's report (run as the
+    virtualenv's owner), where its site-packages is, and the rendered files found there.
+
+    ``run(argv)`` returns ``(rc, stdout, stderr)``. What the role must refuse comes back as ``{"error": ...}``."""
+    try:
+        owner_uid = venv_owner_uid(venv_path)
+    except InvalidOption as exc:
+        return {"error": str(exc)}
+    cfg, python = os.path.join(venv_path, "pyvenv.cfg"), os.path.join(venv_path, "bin", "python")
+    if not (os.path.isfile(cfg) and os.access(python, os.X_OK)):
+        return {"error": "%s=%s is not a virtualenv: it needs pyvenv.cfg (%s) and an executable bin/python (%s). "
+                         "Create it first (the ml_stack role does, or python3 -m venv %s)" % (
+                             OPTION, venv_path, "found" if os.path.isfile(cfg) else "missing",
+                             "found" if os.access(python, os.X_OK) else "missing", venv_path)}
+    try:
+        venv = _inspect(venv_path, owner_uid, script, names, run)
+    except (VenvRefused, InvalidOption) as exc:
+        return {"error": str(exc)}
+    if not venv["in_venv"]:
+        return {"error": "%s/bin/python does not run as a virtualenv (sys.prefix equals sys.base_prefix %s); point "
+                         "%s at a virtualenv" % (venv_path, venv.get("prefix"), OPTION)}
+    relative = site_packages_below(venv_path, os.path.realpath(venv_path), venv["purelib"])
+    if relative is None:
+        return {"error": "the interpreter of %s=%s says its site-packages is %s, not the virtualenv's own "
+                         "lib/python3.N/site-packages: something in the virtualenv (a .pth file, a sitecustomize.py) "
+                         "changes sysconfig's paths. Root renders nowhere but into the virtualenv; find what does "
+                         "it and remove it" % (OPTION, venv_path, venv["purelib"])}
+    try:
+        directory = open_site_packages(venv_path, relative, owner_uid)
+    except VenvRefused as exc:
+        return {"error": str(exc)}
+    try:
+        files, not_regular = rendered_files(directory, (MODULE_FILE, HOOK_FILE))
+    finally:
+        os.close(directory)
+    return {"venv": venv, "owner": owner_uid, "site_packages": relative, "files": files, "not_regular": not_regular}
 
 
 def unconverged_reasons(observed, environment, files):
@@ -354,16 +474,13 @@ def unconverged_reasons(observed, environment, files):
 
     ``observed``: what observe_venv found. ``environment``: the rendered environment (build_environment's
     ``environment``). ``files``: the content the role would write, by file name (MODULE_FILE, HOOK_FILE).
-    Conservative: anything unexpected, or not observed, is a reason, and the role then runs every task as it
-    always did (the checks that name the problem included)."""
-    reasons = []
+    Conservative: anything unexpected, or not observed, is a reason."""
     if observed.get("error"):
         return [observed["error"]]
-    venv = observed.get("venv") or {}
-    if not venv.get("in_venv"):
-        reasons.append("the interpreter does not run as a virtualenv")
-    if venv.get("hook") is None:
-        reasons.append("the hook does not import the environment module")
+    venv = observed["venv"]
+    module_path = "%s/%s" % (venv["purelib"], MODULE_FILE)
+    reasons = [] if venv.get("hook") == module_path else [
+        "the hook does not import the environment module %s (imported: %s)" % (module_path, venv.get("hook"))]
     seen = venv.get("environ") or {}
     for name, value in sorted(environment.items()):
         if seen.get(name) != value:
@@ -373,51 +490,59 @@ def unconverged_reasons(observed, environment, files):
         file = found.get(name)
         if file is None:
             reasons.append("%s is missing or not a regular file" % name)
-        elif (file.get("uid"), file.get("gid"), file.get("mode")) != (0, 0, RENDERED_MODE):
+        elif (file.get("uid"), file.get("gid"), file.get("mode")) != RENDERED_OWNER + (RENDERED_MODE,):
             reasons.append("%s is not root's with mode 0644" % name)
         elif file.get("content") != content:
             reasons.append("%s differs from what the role renders" % name)
     return reasons
 
 
-def _regular_file(path):
-    """uid, gid, mode and text of a regular file (never followed through a link), or None."""
+def to_write(venv_path, observed, files):
+    """The names of files whose content, owner or mode differ from what the role renders, in name order;
+    VenvRefused when something other than a regular file is at one of their names (root neither writes through
+    it nor removes what someone else planted)."""
+    if observed["not_regular"]:
+        raise VenvRefused("%s in the virtualenv %s=%s %s not a regular file (a link, a directory or a FIFO); the "
+                          "role writes there as root and does not write through it. This role never creates one: "
+                          "find out who did, remove it, and run again" % (
+                              ", ".join("%s/%s" % (observed["venv"]["purelib"], name)
+                                        for name in sorted(observed["not_regular"])),
+                              OPTION, venv_path,
+                              "is" if len(observed["not_regular"]) == 1 else "are"))
+    found = observed["files"]
+    return [name for name in sorted(files)
+            if found.get(name) is None or found[name]["content"] != files[name]
+            or (found[name]["uid"], found[name]["gid"], found[name]["mode"]) != RENDERED_OWNER + (RENDERED_MODE,)]
+
+
+def render(venv_path, observed, files, names, written):
+    """Write the names of files (their content by name) into the site-packages observe_venv found, root's and
+    0644, each atomically through the directory's descriptor; each name is appended to written once it is."""
+    directory = open_site_packages(venv_path, observed["site_packages"], observed["owner"])
     try:
-        found = os.lstat(path)
-        if not stat_module.S_ISREG(found.st_mode):
-            return None
-        with open(path, "rb") as handle:
-            content = handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        for name in names:
+            write_atomically(directory, name, files[name], RENDERED_MODE, RENDERED_OWNER)
+            written.append(name)
+    finally:
+        os.close(directory)
+
+
+def effect_problem(venv, venv_path, environment, module_path):
+    """Why the rendered environment does not take effect in what the interpreter reported after the render, or
+    None: the hook is the rendered module, and every variable has its rendered value."""
+    different = ["%s=%s -> %s" % (name, value, venv["environ"].get(name))
+                 for name, value in sorted(environment.items()) if venv["environ"].get(name) != value]
+    if venv.get("hook") == module_path and not different:
         return None
-    return {"uid": found.st_uid, "gid": found.st_gid, "mode": stat_module.S_IMODE(found.st_mode), "content": content}
+    hook = "" if venv.get("hook") == module_path else (
+        " The hook did not import %s (it imported %s): is the interpreter started with -S, or are .pth files "
+        "disabled?" % (module_path, venv.get("hook")))
+    return ("The rendered environment does not take effect in %s.%s Variables missing or different (expected -> "
+            "seen): %s. Something that runs after the hook (a sitecustomize.py, another .pth file) may overwrite "
+            "them." % (venv_path, hook, "; ".join(different) or "none"))
 
 
-def observe_venv(venv_path, script, names, run, user_name):
-    """Everything unconverged_reasons needs, in one call on the host.
-
-    ``run(argv)`` returns ``(rc, stdout, stderr)``; ``user_name(uid)`` the user's name or None. Anything that
-    preflight.yml would refuse comes back as ``{"error": ...}``, and the role's own tasks then say it."""
-    try:
-        stats = [os.lstat(venv_path), os.stat(venv_path)]
-    except OSError as exc:
-        return {"error": "runtime_env_venv_path=%s: %s" % (venv_path, exc.strerror)}
-    if not (os.path.isfile(os.path.join(venv_path, "pyvenv.cfg"))
-            and os.access(os.path.join(venv_path, "bin", "python"), os.X_OK)):
-        return {"error": "runtime_env_venv_path=%s is not a virtualenv" % venv_path}
-    owner_uid, owner_name = venv_owner(stats, user_name)
-    if owner_name is None:
-        return {"error": "the virtualenv belongs to uid %d, which has no user" % owner_uid}
-    rc, stdout, stderr = run(inspect_argv(venv_path, owner_uid, owner_name, script, names))
-    try:
-        venv = json.loads(stdout) if rc == 0 else None
-    except ValueError:
-        venv = None
-    if not isinstance(venv, dict) or not isinstance(venv.get("purelib"), str):
-        return {"error": "the virtualenv's interpreter did not report (exit status %d): %s" % (rc, stderr.strip())}
-    files = {}
-    for name in (MODULE_FILE, HOOK_FILE):
-        found = _regular_file(os.path.join(venv["purelib"], name))
-        if found is not None:
-            files[name] = found
-    return {"venv": venv, "files": files}
+def verify(venv_path, observed, script, environment, run):
+    """Run the interpreter again as the owner and return effect_problem for what it reports."""
+    venv = _inspect(venv_path, observed["owner"], script, list(environment), run)
+    return effect_problem(venv, venv_path, environment, observed["venv"]["purelib"] + "/" + MODULE_FILE), venv

@@ -9,16 +9,19 @@ import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     HOOK_FILE,
-    INSPECT_PATH,
     MODULE_FILE,
     RuntimeEnvError,
+    VenvRefused,
     apply_environment,
     build_environment,
+    effect_problem,
     inspect_argv,
     module_code,
     observe_venv,
+    render,
+    site_packages_below,
+    to_write,
     unconverged_reasons,
-    venv_owner,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
@@ -414,8 +417,8 @@ def test_a_changed_module_text_alone_is_not_converged():
 
 
 @pytest.mark.parametrize("change", [
-    lambda seen: seen["venv"].update(in_venv=False),
     lambda seen: seen["venv"].update(hook=None),
+    lambda seen: seen["venv"].update(hook="/usr/lib/python3/dist-packages/_blackwell_gpu_node_env.py"),
     lambda seen: seen["venv"]["environ"].update(NCCL_PROTO=None),
     lambda seen: seen["files"].pop(MODULE_FILE),
     lambda seen: seen["files"].pop(HOOK_FILE),
@@ -424,7 +427,7 @@ def test_a_changed_module_text_alone_is_not_converged():
     lambda seen: seen["files"][HOOK_FILE].update(gid=1000),
     lambda seen: seen["files"][MODULE_FILE].update(content=MODULE_TEXT + "# edited\n"),
     lambda seen: seen.update(error="the virtualenv's interpreter did not report"),
-], ids=["not a venv", "no hook", "value not seen", "module missing", "hook missing", "module mode",
+], ids=["no hook", "another hook", "value not seen", "module missing", "hook missing", "module mode",
         "hook owner", "hook group", "module edited", "not observed"])
 def test_a_changed_host_is_not_converged(change):
     observed = converged_observation()
@@ -432,101 +435,165 @@ def test_a_changed_host_is_not_converged(change):
     assert unconverged_reasons(observed, ENVIRONMENT, FILES) != []
 
 
-def make_venv(root, owner_uid=0):
-    (root / "bin").mkdir(parents=True)
+NOBODY = 65534
+CLEAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def make_venv(root, owner=0, series="3.11"):
+    """A virtualenv's layout (pyvenv.cfg, bin/python, lib/pythonX.Y/site-packages), every level owner's."""
+    purelib = root / "lib" / ("python" + series) / "site-packages"
+    purelib.mkdir(parents=True)
+    (root / "bin").mkdir()
     (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (root / "bin" / "python").write_text("#!/bin/sh\n")
     (root / "bin" / "python").chmod(0o755)
-    purelib = root / "lib" / "site-packages"
-    purelib.mkdir(parents=True)
+    for path in [root] + [path for path in root.rglob("*")]:
+        os.chown(str(path), owner, owner)
     return purelib
 
 
-def reporting(purelib, calls):
+def reporting(purelib, calls, environ=None, hook=None):
     def run(argv):
         calls.append(argv)
-        return 0, json.dumps({"in_venv": True, "purelib": str(purelib), "hook": None, "environ": {}}), ""
+        return 0, json.dumps({"in_venv": True, "prefix": str(purelib.parents[2]), "purelib": str(purelib),
+                              "hook": hook, "environ": environ or {}}), ""
     return run
 
 
 def test_observe_runs_the_interpreter_as_the_owner_in_an_empty_environment(tmp_path):
-    purelib = make_venv(tmp_path / "venv")
-    (purelib / HOOK_FILE).write_text(HOOK_TEXT)
-    (purelib / MODULE_FILE).symlink_to(purelib / HOOK_FILE)
+    purelib = make_venv(tmp_path / "venv", NOBODY)
     calls = []
-    observed = observe_venv(str(tmp_path / "venv"), "print(1)", ["CUDA_HOME"], reporting(purelib, calls),
-                            lambda uid: "mlserve")
-    owner = os.getuid()
-    assert calls == [(["runuser", "-u", "mlserve", "--"] if owner else [])
-                     + ["env", "-i", INSPECT_PATH, str(tmp_path / "venv") + "/bin/python", "-B", "-c", "print(1)",
-                        "CUDA_HOME"]]
-    # A link at a destination is never read through: the role replaces it.
-    assert set(observed["files"]) == {HOOK_FILE}
-    assert observed["files"][HOOK_FILE]["content"] == HOOK_TEXT
+    observe_venv(str(tmp_path / "venv"), "print(1)", ["CUDA_HOME"], reporting(purelib, calls))
+    assert calls == [["runuser", "-u", "nobody", "--", "env", "-i", CLEAN_PATH, str(tmp_path / "venv") + "/bin/python",
+                      "-B", "-c", "print(1)", "CUDA_HOME"]]
 
 
-def test_observe_reports_what_preflight_refuses(tmp_path):
-    assert "error" in observe_venv(str(tmp_path / "absent"), "", [], reporting(tmp_path, []), lambda uid: "x")
-    (tmp_path / "plain").mkdir()
-    assert "error" in observe_venv(str(tmp_path / "plain"), "", [], reporting(tmp_path, []), lambda uid: "x")
-    make_venv(tmp_path / "venv")
-    failing = observe_venv(str(tmp_path / "venv"), "", [], lambda argv: (1, "", "boom\n"), lambda uid: "x")
+def test_a_virtualenv_of_roots_alone_is_inspected_as_root():
+    assert inspect_argv("/opt/ml-env", 0, "S", ["A", "B"]) == ["env", "-i", CLEAN_PATH, "/opt/ml-env/bin/python",
+                                                              "-B", "-c", "S", "A", "B"]
+
+
+def test_the_owner_is_whoever_owns_the_link_or_what_decides_the_code(tmp_path):
+    purelib = make_venv(tmp_path / "ml-env.cu130")
+    os.symlink("ml-env.cu130", str(tmp_path / "ml-env"))
+    os.chown(str(tmp_path / "ml-env"), NOBODY, NOBODY, follow_symlinks=False)
+    calls = []
+    observed = observe_venv(str(tmp_path / "ml-env"), "", [], reporting(purelib, calls))
+    assert calls[0][:4] == ["runuser", "-u", "nobody", "--"]
+    # The link is nobody's, the directory it names root's: root renders into none but the owner's own tree.
+    assert "belongs to root, not to the virtualenv's owner nobody" in observed["error"]
+
+
+def test_observe_returns_the_report_and_each_files_owner_mode_and_text(tmp_path):
+    purelib = make_venv(tmp_path / "venv", NOBODY)
+    (purelib / MODULE_FILE).write_text(MODULE_TEXT)
+    (purelib / MODULE_FILE).chmod(0o640)
+    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(purelib, []))
+    assert observed["files"] == {MODULE_FILE: {"uid": 0, "gid": 0, "mode": 0o640, "content": MODULE_TEXT}}
+    assert (observed["owner"], observed["site_packages"], observed["not_regular"]) == (
+        NOBODY, "lib/python3.11/site-packages", [])
+
+
+def test_links_fifos_and_huge_files_at_the_destinations_are_never_read_and_are_refused(tmp_path):
+    purelib = make_venv(tmp_path / "venv", NOBODY)
+    (purelib / MODULE_FILE).symlink_to("/etc/shadow")
+    os.mkfifo(str(purelib / HOOK_FILE))
+    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(purelib, []))
+    assert observed["files"] == {} and sorted(observed["not_regular"]) == [HOOK_FILE, MODULE_FILE]
+    with pytest.raises(VenvRefused) as refused:
+        to_write(str(tmp_path / "venv"), observed, FILES)
+    assert str(refused.value).startswith("%s/%s, %s/%s in the virtualenv runtime_env_venv_path=%s are not a regular "
+                                         "file" % (purelib, HOOK_FILE, purelib, MODULE_FILE, tmp_path / "venv"))
+    (purelib / HOOK_FILE).unlink()
+    with open(str(purelib / HOOK_FILE), "wb") as sparse:
+        sparse.truncate(8 << 30)
+    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(purelib, []))
+    assert HOOK_FILE in observed["not_regular"]
+
+
+def test_an_interpreter_that_names_another_site_packages_is_refused(tmp_path):
+    purelib = make_venv(tmp_path / "venv", NOBODY)
+    lying = tmp_path / "usr" / "lib" / "python3" / "dist-packages"
+    lying.mkdir(parents=True)
+    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(lying, []))
+    assert observed["error"].startswith("the interpreter of runtime_env_venv_path=%s says its site-packages is %s, "
+                                        "not the virtualenv's own lib/python3.N/site-packages" % (tmp_path / "venv",
+                                                                                                lying))
+    assert purelib.exists()
+
+
+@pytest.mark.parametrize("purelib, expected", [
+    ("/home/s/ml-env/lib/python3.11/site-packages", "lib/python3.11/site-packages"),
+    ("/home/s/ml-env.cu130-1a2b3c4d/lib/python3.12/site-packages", "lib/python3.12/site-packages"),
+    ("/home/s/ml-env/lib/python3.11/site-packages/../../../..", None),
+    ("/home/s/ml-env/lib/python3.11/site-packages/x", None),
+    ("/home/s/ml-env/lib/python3/dist-packages", None),
+    ("/home/s/ml-envX/lib/python3.11/site-packages", None),
+    ("/usr/lib/python3/dist-packages", None),
+    (None, None),
+])
+def test_only_the_virtualenvs_own_site_packages_is_accepted(purelib, expected):
+    assert site_packages_below("/home/s/ml-env/", "/home/s/ml-env.cu130-1a2b3c4d", purelib) == expected
+
+
+def test_a_level_of_another_users_is_refused(tmp_path):
+    purelib = make_venv(tmp_path / "venv", NOBODY)
+    os.chown(str(purelib), 1, 1)
+    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(purelib, []))
+    assert "lib/python3.11/site-packages below the virtualenv belongs to another user" in observed["error"]
+
+
+def test_render_writes_roots_files_through_the_directory_and_never_through_a_swapped_level(tmp_path):
+    venv = tmp_path / "venv"
+    purelib = make_venv(venv, NOBODY)
+    observed = observe_venv(str(venv), "", [], reporting(purelib, []))
+    written = []
+    render(str(venv), observed, FILES, to_write(str(venv), observed, FILES), written)
+    assert written == [HOOK_FILE, MODULE_FILE]
+    for name, text in FILES.items():
+        info = os.lstat(str(purelib / name))
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o7777, (purelib / name).read_text()) == (0, 0, 0o644, text)
+    # Between the look and the write the owner swaps site-packages for a link to a directory root's Python reads.
+    elsewhere = tmp_path / "dist-packages"
+    elsewhere.mkdir()
+    (purelib / HOOK_FILE).unlink()
+    os.rename(str(purelib), str(tmp_path / "moved"))
+    os.symlink(str(elsewhere), str(purelib))
+    with pytest.raises(VenvRefused):
+        render(str(venv), observed, FILES, [HOOK_FILE], [])
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_virtualenv_that_is_not_one_is_refused_naming_the_variable(tmp_path):
+    venv = tmp_path / "venv"
+    assert observe_venv(str(venv), "", [], reporting(tmp_path, [])) == {
+        "error": "venv_path=%s: No such file or directory" % venv}
+    make_venv(venv)
+    (venv / "bin" / "python").unlink()
+    assert observe_venv(str(venv), "", [], reporting(tmp_path, []))["error"].startswith(
+        "runtime_env_venv_path=%s is not a virtualenv: it needs pyvenv.cfg (found) and an executable bin/python "
+        "(missing)" % venv)
+    (venv / "bin" / "python").write_text("")
+    (venv / "bin" / "python").chmod(0o755)
+    failing = observe_venv(str(venv), "", [], lambda argv: (1, "", "boom\n"))
     assert failing == {"error": "the virtualenv's interpreter did not report (exit status 1): boom"}
 
 
-def test_the_owner_is_the_first_of_link_and_directory_that_is_not_roots():
-    class Stat:
-        def __init__(self, uid):
-            self.st_uid = uid
-    names = {1000: "mlserve"}
-    assert venv_owner([Stat(0), Stat(1000)], names.get) == (1000, "mlserve")
-    assert venv_owner([Stat(1001), Stat(1000)], names.get) == (1001, None)
-    assert venv_owner([Stat(0), Stat(0)], names.get) == (0, "root")
-
-
-# What the role's own tasks name (vars/main.yml): the core's constants must be the same names and argv.
-
-ROLE_VARS = Path(__file__).resolve().parents[4] / "roles" / "runtime_env" / "vars" / "main.yml"
-
-
-def role_vars():
-    return yaml.safe_load(ROLE_VARS.read_text())
-
-
-def test_the_files_observed_are_the_files_the_role_writes():
-    variables = role_vars()
-    assert variables["__runtime_env_module_dest"] == "{{ __runtime_env_venv.purelib }}/" + MODULE_FILE
-    assert variables["__runtime_env_hook_dest"] == "{{ __runtime_env_venv.purelib }}/" + HOOK_FILE
-
-
-@pytest.mark.parametrize("owner", [{"uid": 1000, "pw_name": "mlserve"}, {"uid": 0, "pw_name": "root"}])
-def test_the_inspection_argv_is_the_roles(owner):
-    variables = role_vars()
-    render = jinja2.Environment().from_string
-    as_owner = render(variables["__runtime_env_as_owner"]).render(__runtime_env_owner=owner)
-    expected = render("{{ %s | list }}" % variables["__runtime_env_inspect_argv"].strip()[2:-2]).render(
-        __runtime_env_as_owner=ast.literal_eval(as_owner), runtime_env_venv_path="/opt/ml-env",
-        lookup=lambda kind, name: "SCRIPT", __runtime_env_settings={"environment": {"CUDA_HOME": "/c"}})
-    assert inspect_argv("/opt/ml-env", owner["uid"], owner["pw_name"], "SCRIPT", ["CUDA_HOME"]) \
-        == ast.literal_eval(expected)
-
-
-def test_the_inspection_runs_as_a_non_root_owner_through_runuser():
-    assert inspect_argv("/opt/ml-env", 1000, "mlserve", "S", ["A", "B"]) == [
-        "runuser", "-u", "mlserve", "--", "env", "-i",
-        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "/opt/ml-env/bin/python", "-B", "-c", "S", "A", "B"]
+def test_a_virtualenv_whose_owner_has_no_user_is_refused(tmp_path):
+    make_venv(tmp_path / "venv", 4242)
+    assert observe_venv(str(tmp_path / "venv"), "", [], reporting(tmp_path, []))["error"].startswith(
+        "runtime_env_venv_path belongs to uid 4242, which has no user on this host")
 
 
 def test_each_unconverged_reason_says_what_differs():
     observed = converged_observation()
-    observed["venv"].update(in_venv=False, hook=None)
+    observed["venv"].update(hook=None)
     observed["venv"]["environ"]["NCCL_PROTO"] = "Simple"
     observed["files"][MODULE_FILE].update(content="edited")
     observed["files"][HOOK_FILE].update(mode=0o664)
     assert unconverged_reasons(observed, dict(ENVIRONMENT, NCCL_ALGO="Ring"), FILES) == [
-        "the interpreter does not run as a virtualenv",
-        "the hook does not import the environment module",
+        "the hook does not import the environment module "
+        "/opt/ml-env/lib/python3.11/site-packages/_blackwell_gpu_node_env.py (imported: None)",
         "NCCL_ALGO is None, not 'Ring'",
         "NCCL_PROTO is 'Simple', not 'LL'",
         "00-blackwell-gpu-node-env.pth is not root's with mode 0644",
@@ -537,35 +604,13 @@ def test_each_unconverged_reason_says_what_differs():
         observed, ENVIRONMENT, FILES)
 
 
-def test_observe_returns_the_report_and_each_files_owner_mode_and_text(tmp_path):
-    purelib = make_venv(tmp_path / "venv")
-    (purelib / MODULE_FILE).write_text(MODULE_TEXT)
-    (purelib / MODULE_FILE).chmod(0o640)
-    observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(purelib, []), lambda uid: "mlserve")
-    assert observed == {
-        "venv": {"in_venv": True, "purelib": str(purelib), "hook": None, "environ": {}},
-        "files": {MODULE_FILE: {"uid": os.getuid(), "gid": os.getgid(), "mode": 0o640, "content": MODULE_TEXT}},
-    }
-
-
-def test_observe_names_the_variable_and_the_reason_it_refuses(tmp_path):
-    venv = tmp_path / "venv"
-    assert observe_venv(str(venv), "", [], reporting(tmp_path, []), lambda uid: "x") == {
-        "error": "runtime_env_venv_path=%s: No such file or directory" % venv}
-    make_venv(venv)
-    (venv / "bin" / "python").unlink()
-    # pyvenv.cfg alone is not a virtualenv: its interpreter must be there too.
-    assert observe_venv(str(venv), "", [], reporting(tmp_path, []), lambda uid: "x") == {
-        "error": "runtime_env_venv_path=%s is not a virtualenv" % venv}
-
-
-def test_observe_refuses_a_virtualenv_whose_owner_has_no_user(tmp_path, monkeypatch):
-    make_venv(tmp_path / "venv")
-    real_stat = os.stat
-
-    def stat_owned_by_4242(path, *args, **kwargs):
-        found = real_stat(path, *args, **kwargs)
-        return os.stat_result((found.st_mode, found.st_ino, found.st_dev, found.st_nlink, 4242) + tuple(found)[5:])
-    monkeypatch.setattr(os, "lstat", stat_owned_by_4242)
-    assert observe_venv(str(tmp_path / "venv"), "", [], reporting(tmp_path, []), lambda uid: None) == {
-        "error": "the virtualenv belongs to uid 4242, which has no user"}
+def test_the_proof_names_every_variable_that_does_not_take_effect_and_a_foreign_hook():
+    module = "/v/lib/python3.11/site-packages/" + MODULE_FILE
+    seen = {"hook": module, "environ": dict(ENVIRONMENT)}
+    assert effect_problem(seen, "/v", ENVIRONMENT, module) is None
+    seen = {"hook": "/elsewhere/" + MODULE_FILE, "environ": dict(ENVIRONMENT, NCCL_PROTO="Simple")}
+    assert effect_problem(seen, "/v", ENVIRONMENT, module) == (
+        "The rendered environment does not take effect in /v. The hook did not import %s (it imported "
+        "/elsewhere/%s): is the interpreter started with -S, or are .pth files disabled? Variables missing or "
+        "different (expected -> seen): NCCL_PROTO=LL -> Simple. Something that runs after the hook (a "
+        "sitecustomize.py, another .pth file) may overwrite them." % (module, MODULE_FILE))
