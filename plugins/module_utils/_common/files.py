@@ -393,6 +393,26 @@ def replace_link(directory_fd, name, target, path):
         raise
 
 
+def directory_entry(directory_fd, name):
+    """What name is in the directory, never following it: None when nothing is there, else {"kind" (path_kind's
+    word), "uid", "gid", "target"}, target being what a symbolic link points at (None for anything else)."""
+    try:
+        info = os.lstat(name, dir_fd=directory_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise
+    target = None
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = os.readlink(name, dir_fd=directory_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.EINVAL):
+                raise FileRefused("%s changed while it was looked at: run again" % name)
+            raise
+    return {"kind": mode_kind(info.st_mode), "uid": info.st_uid, "gid": info.st_gid, "target": target}
+
+
 def remove(directory_fd, name):
     """Remove name from the directory (a link itself, never its target); True when it was there."""
     try:
