@@ -15,10 +15,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+import contextlib
 import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import DIRECTORY_FLAGS
 
 # The search path the virtualenv's code runs with: the same everywhere, whatever the connection's environment.
 CLEAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -70,3 +77,68 @@ def owner_argv(uid, argv, option, environment=None):
     """argv run as uid (as_owner) in an empty environment but for CLEAN_PATH and environment (name: value)."""
     assignments = ["%s=%s" % item for item in sorted((environment or {}).items())]
     return as_owner(uid, option) + ["env", "-i", CLEAN_PATH] + assignments + list(argv)
+
+
+@contextlib.contextmanager
+def owner_output_directory(uid, gid, prefix):
+    """(path, descriptor) of a new empty directory, mode 0700, of uid and gid, where a command run through
+    owner_argv leaves its output for root to read back through the descriptor (files.read_regular with dir_fd: no
+    link followed, bounded, the file's owner known). It lies in a new directory of root's, mode 0711, in the
+    system's temporary directory, which uid can pass through but not change: uid cannot swap its directory for a
+    link. Both are removed on leaving, whatever uid put there."""
+    parent = tempfile.mkdtemp(prefix=prefix)
+    try:
+        parent_fd = os.open(parent, DIRECTORY_FLAGS)
+        try:
+            os.fchmod(parent_fd, 0o711)
+            os.mkdir("output", 0o700, dir_fd=parent_fd)
+            descriptor = os.open("output", DIRECTORY_FLAGS, dir_fd=parent_fd)
+        finally:
+            os.close(parent_fd)
+        try:
+            os.fchown(descriptor, uid, gid)
+            os.fchmod(descriptor, 0o700)
+            yield os.path.join(parent, "output"), descriptor
+        finally:
+            os.close(descriptor)
+    finally:
+        # rmtree walks by descriptors and removes links without following them. A process of uid's that outlived
+        # the command may still be writing there: what it leaves must not replace the caller's result or error.
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+# What a run of a virtualenv's code may take, at most: its output (the owner's code can print without end) and,
+# through RLIMIT_FSIZE, any file it writes; and its time, unless the caller gives its own.
+OUTPUT_LIMIT = 16 << 20
+RUN_TIMEOUT = 3600
+
+
+def _limit_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
+
+
+def _read_output(handle):
+    handle.seek(0)
+    return handle.read(OUTPUT_LIMIT).decode("utf-8", "replace")
+
+
+def run_bounded(command, timeout=RUN_TIMEOUT):
+    """(rc, stdout, stderr) of command (an argv that owner_argv made), run in a session of its own with no input.
+    Its output goes to unlinked files of root's and is read back up to OUTPUT_LIMIT bytes each; no file it writes
+    may grow past that either. Past timeout seconds the whole session is killed and rc is -9, stderr saying so."""
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                   start_new_session=True, close_fds=True, preexec_fn=_limit_file_size)
+        try:
+            rc = process.wait(timeout)
+            late = ""
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            rc = process.wait()
+            late = "\nthe command did not finish within %d s and was killed" % timeout
+        return rc, _read_output(stdout), _read_output(stderr) + late
+
+
+def run_as_owner(uid, argv, option, timeout=RUN_TIMEOUT, environment=None):
+    """run_bounded of argv as uid (owner_argv)."""
+    return run_bounded(owner_argv(uid, argv, option, environment), timeout)
