@@ -122,30 +122,15 @@ kept:
   elements: str
 """
 
-import pwd
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account, user_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     converged_report,
     observe_stack,
     stack_unconverged_reasons,
 )
-
-
-def user(name):
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return None
-    return {"uid": entry.pw_uid, "gid": entry.pw_gid}
-
-
-def user_name(uid):
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return None
 
 
 def main():
@@ -163,13 +148,14 @@ def main():
     params = module.params
 
     def run(argv):
-        # An interpreter that does not exist is a reason like any other, not a failure of the check.
+        # An interpreter that does not exist is a reason like any other, not a failure of the check. The
+        # virtualenv's code runs bounded in time and output: its owner can make it hang or print without end.
         try:
-            return module.run_command(argv, handle_exceptions=False)
+            return run_bounded(argv)
         except OSError as exc:
             return 127, "", "%s: %s" % (argv[0], exc.strerror)
 
-    observed = observe_stack(params["settings"], params["profile"], params["scripts"], run, user, user_name)
+    observed = observe_stack(params["settings"], params["profile"], params["scripts"], run, account, user_name)
     checked = stack_unconverged_reasons(observed, params["settings"].get("venv_owner"), params["activate"],
                                         params["keep"], params["gpus_required"])
     reasons = checked["reasons"]

@@ -104,6 +104,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     VenvRefused,
     observe_venv,
@@ -114,6 +115,13 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_
 )
 
 UNCHANGED = " Nothing was changed on the host."
+# The inspection only starts the interpreter and prints what it sees.
+INSPECT_TIMEOUT = 300
+
+
+def run(argv):
+    """The virtualenv's interpreter, bounded in time and output: its owner can make it hang or print without end."""
+    return run_bounded(argv, INSPECT_TIMEOUT)
 
 
 def main():
@@ -129,7 +137,7 @@ def main():
     )
     params = module.params
     venv_path, environment, files = params["venv_path"], params["environment"], params["files"]
-    observed = observe_venv(venv_path, params["script"], list(environment), module.run_command)
+    observed = observe_venv(venv_path, params["script"], list(environment), run)
     reasons = unconverged_reasons(observed, environment, files)
     result = dict(changed=False, converged=not reasons, reasons=reasons, written=[],
                   hook=(observed.get("venv") or {}).get("hook"))
@@ -152,7 +160,7 @@ def main():
     done = []
     try:
         render(venv_path, observed, files, names, done)
-        problem, seen = verify(venv_path, observed, params["script"], environment, module.run_command)
+        problem, seen = verify(venv_path, observed, params["script"], environment, run)
     except (VenvRefused, InvalidOption, OSError) as exc:
         result.update(changed=bool(done), written=[os.path.join(site_packages, name) for name in done])
         module.fail_json(msg="%s=%s: rendering failed: %s. Written before it failed: %s." % (

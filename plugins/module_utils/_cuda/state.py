@@ -27,6 +27,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.checks im
     repository_key_problems,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import classify, read_conf_files
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
 
 # What repository.yml installs before it trusts the repository.
@@ -53,22 +55,24 @@ def platform_settings(settings, facts):
                                 list_content="deb [signed-by=%s] %s/ /\n" % (settings["keyring"], url)))
 
 
+# The files the role writes are small: a key, an apt list, a linker file, a profile script.
+FILE_LIMIT = 1 << 20
+
+
 def file_state(path):
-    """A file as the role's copy and template tasks leave it: what it is (never following a link), its owner,
-    mode and text; None when there is nothing at the path."""
+    """A file as the role's copy and template tasks leave it: what it is (never following a link, never blocking
+    on a FIFO), its owner, mode and content (at most FILE_LIMIT bytes); None when there is nothing at the path."""
     try:
-        status = os.lstat(path)
-    except OSError:
-        return None
-    observed = dict(regular=stat_module.S_ISREG(status.st_mode), uid=status.st_uid,
-                    mode="%04o" % stat_module.S_IMODE(status.st_mode), data=None)
-    if observed["regular"]:
+        found = read_regular(path, FILE_LIMIT)
+    except (OSError, InvalidOption):
         try:
-            with open(path, "rb") as handle:
-                observed["data"] = handle.read()
+            status = os.lstat(path)
         except OSError:
-            observed["regular"] = False
-    return observed
+            return None
+        return dict(regular=False, uid=status.st_uid, mode="%04o" % stat_module.S_IMODE(status.st_mode), data=None)
+    if found is None:
+        return None
+    return dict(regular=True, uid=found["uid"], mode="%04o" % found["mode"], data=found["data"])
 
 
 def _packages(output):

@@ -14,6 +14,7 @@ import json
 import os
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import sha1_regular
 
 # What the server runs from in its virtualenv: the stack's packages (their versions are in the dist-info names)
 # and the runtime environment the runtime_env role renders. BLACKWELL_GPU_NODE_RUNS_FROM carries their digest
@@ -29,39 +30,46 @@ RUNS_FROM_VARIABLE = "BLACKWELL_GPU_NODE_RUNS_FROM"
 RUNS_FROM_DEPTH = 3
 
 
+# The rendered environment module is a few KiB; a larger file at its name is hashed no further than this.
+FILE_LIMIT = 16 << 20
+
+
 def runs_from(venv_path, max_entries=200000):
     """[[path, sha1 of a regular file's content or ""]] of the entries under venv_path/lib, at most
     RUNS_FROM_DEPTH levels down, links not followed, whose names match RUNS_FROM_PATTERNS, sorted by path.
-    Raises InvalidOption when lib holds more than max_entries entries at those depths."""
+    Raises InvalidOption naming venv_path when lib holds more than max_entries entries at those depths, or when a
+    file that matches is swapped for something else (a FIFO, a link) or grows past FILE_LIMIT while it is read."""
     found, seen = [], 0
     level = [os.path.join(venv_path, "lib")]
     for _depth in range(RUNS_FROM_DEPTH):
         below = []
         for directory in level:
             try:
-                entries = list(os.scandir(directory))
+                entries = os.scandir(directory)
             except OSError:
                 continue
-            seen += len(entries)
-            if seen > max_entries:
-                raise InvalidOption("venv_path=%s holds more than %d entries under lib/: point venv_path at the "
-                                    "virtualenv with the stack" % (venv_path, max_entries))
-            for entry in entries:
-                path = os.path.normpath(entry.path)
-                if any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in RUNS_FROM_PATTERNS):
-                    found.append([path, file_sha1(path) if entry.is_file(follow_symlinks=False) else ""])
-                if entry.is_dir(follow_symlinks=False):
-                    below.append(path)
+            with entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > max_entries:
+                        raise InvalidOption("venv_path=%s holds more than %d entries under lib/: point venv_path at "
+                                            "the virtualenv with the stack" % (venv_path, max_entries))
+                    path = os.path.normpath(entry.path)
+                    if any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in RUNS_FROM_PATTERNS):
+                        found.append([path, _sha1(venv_path, path) if entry.is_file(follow_symlinks=False) else ""])
+                    if entry.is_dir(follow_symlinks=False):
+                        below.append(path)
         level = below
     return sorted(found)
 
 
-def file_sha1(path):
-    digest = hashlib.sha1()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 16), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _sha1(venv_path, path):
+    try:
+        return sha1_regular(path, FILE_LIMIT)
+    except (OSError, InvalidOption) as exc:
+        raise InvalidOption("venv_path=%s: %s cannot be fingerprinted (%s): look at who changed it; the server is "
+                            "not started from a virtualenv whose files change under it" % (
+                                venv_path, path, getattr(exc, "strerror", None) or exc))
 
 
 def runs_from_digest(venv_path):

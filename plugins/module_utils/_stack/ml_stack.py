@@ -34,6 +34,9 @@ import stat as stat_module
 
 from urllib.parse import unquote, urlsplit
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import file_state
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import owner_argv, venv_owner_uid
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problems
 
 # The profile's packages under stack_profiles.<name>.python, with their distribution names, in install order.
@@ -322,6 +325,13 @@ def _pins(profile):
         if entry["version"] is not None:
             pins.append([distribution, entry["version"], _wheel_file(entry["source"]) if _is_wheel(entry["source"]) else None])
     return pins
+
+
+def is_profile_virtualenv(venv_path, name):
+    """True when name is one that profile_virtualenv gives a virtualenv beside venv_path (<name>.<profile>-<8 hex
+    digits>): a plain name, never a path."""
+    ours = re.escape(posixpath.basename(venv_path.rstrip("/"))) + r"\." + PROFILE_NAME.pattern + r"-[0-9a-f]{8}"
+    return isinstance(name, str) and re.fullmatch(ours, name) is not None
 
 
 def profile_virtualenv(venv_path, profile, python, python_version):
@@ -685,11 +695,10 @@ def prune_plan(venv_path, candidates, keep, protected):
             "null to keep every one" % (keep,)]}
     venv_path = venv_path.rstrip("/")
     parent = posixpath.dirname(venv_path)
-    ours = re.compile(re.escape(posixpath.basename(venv_path)) + r"\." + PROFILE_NAME.pattern + r"-[0-9a-f]{8}")
     spared = set(posixpath.normpath(posixpath.join(parent, target)) for target in protected if target)
     old = sorted((candidate for candidate in candidates
                   if posixpath.dirname(posixpath.normpath(candidate["path"])) == parent
-                  and ours.fullmatch(posixpath.basename(posixpath.normpath(candidate["path"])))
+                  and is_profile_virtualenv(venv_path, posixpath.basename(posixpath.normpath(candidate["path"])))
                   and posixpath.normpath(candidate["path"]) not in spared),
                  key=lambda candidate: (candidate["mtime"], candidate["path"]), reverse=True)
     paths = [posixpath.normpath(candidate["path"]) for candidate in old]
@@ -699,9 +708,9 @@ def prune_plan(venv_path, candidates, keep, protected):
 
 
 # The converged check (the ml_stack_state module): what the role's tasks would find and do, observed in one call.
-# The same search path the role's interpreter runs with (vars/main.yml's __ml_stack_clean_env).
-CLEAN_ENV = ["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 FILE_MODE = 0o644
+# The marker, the pins and the pip check explanation are a few KiB; anything larger there is not the role's.
+FILE_LIMIT = 1 << 20
 # install.yml writes the pins as root's, so that the virtualenv's owner cannot edit them in place.
 PINS_OWNER = {"uid": 0, "gid": 0}
 
@@ -714,19 +723,6 @@ def _python_report(rc, stdout, stderr):
         except ValueError:
             pass
     return {"error": stderr.strip() or "exit status %d" % rc}
-
-
-def _file(path):
-    """uid, gid, mode and text of a regular file (never followed through a link), or None."""
-    try:
-        found = os.lstat(path)
-        if not stat_module.S_ISREG(found.st_mode):
-            return None
-        with open(path, "rb") as handle:
-            content = handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return {"uid": found.st_uid, "gid": found.st_gid, "mode": stat_module.S_IMODE(found.st_mode), "content": content}
 
 
 def _link(path):
@@ -794,17 +790,23 @@ def observe_stack(settings, profile, scripts, run, user, user_name):
         observed["venv"] = {"exists": False, "owner": None}
         return observed
     observed["venv"] = {"exists": True, "owner": user_name(venv_stat.st_uid)}
-    as_owner = ["runuser", "-u", settings["venv_owner"], "--"] if owner is not None and owner["uid"] != 0 else []
     request = {"distributions": list(plan["versions"]), "marker": plan["files"]["marker"], "imports": plan["imports"]}
-    rc, stdout, stderr = run(as_owner + CLEAN_ENV + [plan["venv_dir"] + "/bin/python", "-B", "-c",
-                                                     scripts["inspect_stack.py"], json.dumps(request)])
+    # Run as whoever owns what decides the virtualenv's code, which is ml_stack_venv_owner on a host the role
+    # built: a virtualenv of someone else's is then a reason to repair it, and still never run as root.
+    try:
+        argv = owner_argv(venv_owner_uid(plan["venv_dir"]), [plan["venv_dir"] + "/bin/python", "-B", "-c",
+                                                              scripts["inspect_stack.py"], json.dumps(request)],
+                          "ml_stack_venv_path")
+    except InvalidOption as exc:
+        return {"error": str(exc)}
+    rc, stdout, stderr = run(argv)
     try:
         inspected = json.loads(stdout) if rc == 0 else None
     except ValueError:
         inspected = None
     observed["inspected"] = inspected if isinstance(inspected, dict) and "modules" in inspected else {
         "error": stderr.strip() or "exit status %d" % rc}
-    observed["files"] = dict((name, _file(plan["files"][name])) for name in ("marker", "constraints", "pip_conf", "pip_check"))
+    observed["files"] = dict((name, file_state(plan["files"][name], FILE_LIMIT)) for name in ("marker", "constraints", "pip_conf", "pip_check"))
     return observed
 
 

@@ -6,6 +6,7 @@
 import importlib.metadata
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -33,11 +34,26 @@ def installed(name):
     return distribution.version, json.loads(direct_url).get("url") if direct_url else None
 
 
+# The marker is a few hundred bytes. It is opened without blocking and without following a link, and read no
+# further than this: a FIFO or a huge file there must not hang or exhaust the check (this runs in the
+# virtualenv's interpreter, which cannot import the collection's own reader).
+MARKER_LIMIT = 1 << 16
+
+
 def marker(path):
     try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = os.read(descriptor, MARKER_LIMIT + 1)
+    finally:
+        os.close(descriptor)
+    try:
+        return json.loads(data.decode("utf-8")) if len(data) <= MARKER_LIMIT else None
+    except ValueError:
         return None
 
 
@@ -55,14 +71,19 @@ def imported(module):
     return {"ok": False, "error": lines[-1] if lines else "exit status %d and no error text" % run.returncode}
 
 
-request = json.loads(sys.argv[1])
-report = {"versions": {}, "direct_urls": {}, "marker": marker(request["marker"])}
-for name in request["distributions"]:
-    report["versions"][name], report["direct_urls"][name] = installed(name)
-if request["imports"]:
-    report["modules"] = dict((module, imported(module)) for module in request["imports"])
-    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False,
-                           env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
-    # Exit status 1 means conflicts, which stdout lists; anything else is pip failing to check.
-    report["pip_check"] = check.stdout if check.returncode in (0, 1) else "pip check failed: %s" % check.stderr.strip()
-print(json.dumps(report))
+def main():
+    request = json.loads(sys.argv[1])
+    report = {"versions": {}, "direct_urls": {}, "marker": marker(request["marker"])}
+    for name in request["distributions"]:
+        report["versions"][name], report["direct_urls"][name] = installed(name)
+    if request["imports"]:
+        report["modules"] = dict((module, imported(module)) for module in request["imports"])
+        check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False,
+                               env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+        # Exit status 1 means conflicts, which stdout lists; anything else is pip failing to check.
+        report["pip_check"] = check.stdout if check.returncode in (0, 1) else "pip check failed: %s" % check.stderr.strip()
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

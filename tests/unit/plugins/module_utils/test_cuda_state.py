@@ -393,3 +393,11 @@ def test_a_command_the_host_lacks_is_unobserved_not_a_failure_of_the_module():
     run = runner(module)
     assert run(["no-such-command-for-cuda-state", "--query"]) == (127, "", "no-such-command-for-cuda-state: command not found")
     assert run(["true"]) == (0, "ran", "") and module.argvs == [["true"]]
+
+
+def test_the_file_state_never_blocks_on_a_fifo_nor_reads_a_huge_file_whole(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo"))
+    assert file_state(str(tmp_path / "fifo"))["regular"] is False
+    with open(str(tmp_path / "sparse"), "wb") as sparse:
+        sparse.truncate(8 << 30)
+    assert file_state(str(tmp_path / "sparse"))["regular"] is False

@@ -3,6 +3,7 @@ runs answered by a fake), stack_unconverged_reasons on what it saw. Each input o
 the host the role's tasks would change, makes it not converged with a reason that names it; the others leave it
 converged."""
 import copy
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -33,6 +34,11 @@ PYTHON = {"executable": "/usr/bin/python3.11", "version": "3.11.2", "implementat
 PIP_CHECK = "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.\n"
 DPKG = "ii  libnuma1\nii  python3-apt\n"
 OWNER = {"uid": os.getuid(), "gid": os.getgid()}
+# The role's own script reads the marker: its reader, loaded without running it.
+_SPEC = importlib.util.spec_from_file_location(
+    "inspect_stack", str(Path(__file__).resolve().parents[4] / "roles" / "ml_stack" / "files" / "inspect_stack.py"))
+INSPECT_STACK = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(INSPECT_STACK)
 
 
 class Host:
@@ -90,7 +96,7 @@ class Host:
             return 127, "", "%s: No such file or directory" % python
         report = {"versions": dict((name, self.stack["versions"].get(name)) for name in request["distributions"]),
                   "direct_urls": dict((name, self.stack["direct_urls"].get(name)) for name in request["distributions"]),
-                  "marker": json.loads(Path(request["marker"]).read_text()) if Path(request["marker"]).exists() else None}
+                  "marker": INSPECT_STACK.marker(request["marker"])}
         report.update(modules=self.stack["modules"], pip_check=self.stack["pip_check"])
         return 0, json.dumps(report), ""
 
@@ -120,14 +126,21 @@ def test_a_host_as_the_role_leaves_it_is_converged_and_reported_as_activate_yml_
 
 
 def test_the_virtualenv_is_inspected_as_its_owner_in_an_empty_environment_importing_everything(host):
-    host.users["sglang"]["uid"] = OWNER["uid"] + 1
+    os.chown(host.plan["venv_dir"], 65534, 65534)
     host.check()
     inspect = host.ran[-1]
-    assert inspect[:7] == ["runuser", "-u", "sglang", "--", "env", "-i",
+    assert inspect[:7] == ["runuser", "-u", "nobody", "--", "env", "-i",
                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     assert inspect[7:10] == [host.plan["venv_dir"] + "/bin/python", "-B", "-c"]
     assert json.loads(inspect[-1]) == {"distributions": list(host.plan["versions"]), "marker": host.plan["files"]["marker"],
                                        "imports": ["torch", "sgl_kernel", "flashinfer", "sglang"]}
+
+
+def test_a_virtualenv_of_another_users_is_never_run_as_root_even_without_an_owner_setting(host):
+    host.settings["venv_owner"] = None
+    os.chown(host.plan["venv_dir"] + "/bin", 65534, 65534)
+    host.check()
+    assert host.ran[-1][:4] == ["runuser", "-u", "nobody", "--"]
 
 
 def test_root_as_the_owner_inspects_without_runuser(host):
@@ -331,13 +344,13 @@ def test_a_link_of_another_owner_makes_it_act(host, monkeypatch):
 
 
 def test_a_file_of_another_owner_makes_it_act(host, monkeypatch):
-    real_file = _ml_stack._file
+    real_file = _ml_stack.file_state
 
-    def marker_of_another_owner(path):
-        found = real_file(path)
+    def marker_of_another_owner(path, limit):
+        found = real_file(path, limit)
         return dict(found, gid=OWNER["gid"] + 1) if path.endswith("ml-stack.json") else found
 
-    monkeypatch.setattr(_ml_stack, "_file", marker_of_another_owner)
+    monkeypatch.setattr(_ml_stack, "file_state", marker_of_another_owner)
     assert host.reasons() == ["%s does not belong to its owner" % host.plan["files"]["marker"]]
 
 
@@ -370,3 +383,17 @@ def test_an_inspection_that_reports_nothing_usable_is_a_reason(host):
 def test_an_owner_that_is_no_name_is_a_reason(host):
     host.settings["venv_owner"] = 1000
     assert host.reasons() == ["ml_stack_venv_owner=1000 is not a user name"]
+
+
+def test_a_marker_swapped_for_a_fifo_or_a_huge_file_is_read_no_further_and_makes_it_act(host):
+    marker = host.plan["files"]["marker"]
+    os.unlink(marker)
+    os.mkfifo(marker)
+    assert host.reasons() == ["it is not marked complete for this profile"]
+    os.unlink(marker)
+    with open(marker, "wb") as sparse:
+        sparse.truncate(8 << 30)
+    assert host.reasons() == ["it is not marked complete for this profile"]
+    os.unlink(marker)
+    os.symlink("/dev/zero", marker)
+    assert host.reasons() == ["it is not marked complete for this profile"]

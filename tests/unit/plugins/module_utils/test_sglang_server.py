@@ -1466,3 +1466,26 @@ def test_a_lib_too_large_to_walk_is_named(tmp_path):
     stack_venv(tmp_path)
     with pytest.raises(common_errors.InvalidOption, match=r"^venv_path=%s holds more than 5 entries under lib/" % tmp_path):
         sglang_runs_from.runs_from(str(tmp_path), max_entries=5)
+
+
+def test_an_environment_module_swapped_for_a_fifo_or_grown_past_the_bound_is_refused_not_read(tmp_path, monkeypatch):
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    module = site / "_blackwell_gpu_node_env.py"
+    module.write_text("ENVIRONMENT = {}\n")
+    real_sha1 = sglang_runs_from.sha1_regular
+
+    def swapped_after_the_listing(path, limit):
+        os.unlink(path)
+        os.mkfifo(path)
+        return real_sha1(path, limit)
+    monkeypatch.setattr(sglang_runs_from, "sha1_regular", swapped_after_the_listing)
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        sglang_runs_from.runs_from(str(tmp_path))
+    assert "%s cannot be fingerprinted" % module in str(raised.value)
+    monkeypatch.setattr(sglang_runs_from, "sha1_regular", real_sha1)
+    module.unlink()
+    with open(str(module), "wb") as sparse:
+        sparse.truncate(8 << 30)
+    with pytest.raises(common_errors.InvalidOption):
+        sglang_runs_from.runs_from(str(tmp_path))
