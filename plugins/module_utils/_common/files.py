@@ -255,6 +255,35 @@ def open_resolved(path, option):
     return descriptor, real
 
 
+def open_beneath(path, option):
+    """A descriptor of the directory path whose parent is resolved once (open_resolved) and whose own name is then
+    opened without following a link: path may lie in a directory another user can write (a home directory), where
+    a link swapped in for path must never be entered. FileNotFoundError when path is not there; InvalidOption
+    naming option when it is a link or not a directory."""
+    parent, name = os.path.split(path.rstrip("/"))
+    if not name or name in (".", ".."):
+        raise InvalidOption("%s=%s does not name a directory below another one" % (option, path))
+    parent_fd, real_parent = open_resolved(parent or "/", option)
+    try:
+        descriptor, _levels = walk(parent_fd, name, option)
+    except FileRefused:
+        raise InvalidOption("%s=%s is a link or not a directory: root enters only the directory itself (remove what "
+                            "is there, the collection makes a directory)" % (option, path))
+    finally:
+        os.close(parent_fd)
+    return descriptor
+
+
+def chown_tree(directory_fd, uid, gid):
+    """Give the directory and everything below it to uid and gid, links themselves included and never followed,
+    bottom-up: each directory is handed over only once all below it is, so that its new owner cannot swap a
+    directory for a link while root still works below it."""
+    for _top, _dirs, names, fd in os.fwalk(".", topdown=False, follow_symlinks=False, dir_fd=directory_fd):
+        for name in names + _dirs:
+            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+    os.fchown(directory_fd, uid, gid)
+
+
 def untrusted_level(uid, mode, next_uid=None):
     """Why a directory level lets someone other than root change what lies below it, or None: owned by another
     user, or writable by its group or others; a sticky directory (/tmp) writable by all is trusted for a next
