@@ -19,9 +19,10 @@ STANDIN = CHECKOUT / "tests" / "fixtures" / "sglang_standin"
 COLLECTIONS = CHECKOUT / ".build" / "collections"
 
 
-def run_module(module_name, check_mode=False, run_timeout=300, **args):
+def run_module(module_name, check_mode=False, run_timeout=300, prefix=(), **args):
     """The module's result for localhost; AssertionError, after killing the whole tree of Ansible's processes,
-    when it takes longer than run_timeout seconds (`timeout` is an option of some modules)."""
+    when it takes longer than run_timeout seconds (`timeout` is an option of some modules). prefix: the argv of
+    a command that runs ansible's (such as a private mount namespace)."""
     environ = dict(
         os.environ,
         ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
@@ -30,8 +31,9 @@ def run_module(module_name, check_mode=False, run_timeout=300, **args):
     )
     try:
         completed = run_bounded(
-            [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
-             "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + module_name]
+            list(prefix)
+            + [str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local", "-i", "localhost,", "-e",
+               "ansible_python_interpreter=" + sys.executable, "-m", "blackwell.gpu_node." + module_name]
             + (["-a", json.dumps(args)] if args else [])
             + (["--check"] if check_mode else []),
             timeout=run_timeout, env=environ,
