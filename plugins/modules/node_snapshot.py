@@ -17,26 +17,47 @@ author:
 description:
   - Everything that decides which stack a node runs is a link or a small file, so that switching stacks and
     switching back are a few renames. This module records them before an upgrade and restores them on a rollback.
-  - "Recorded: the target of the stable virtualenv link O(venv_path) (and the profile in its C(ml-stack.json));
+  - "Recorded: the target of the stable virtualenv link O(venv_path) (a name beside it, C(<name>.<profile>-<8 hex
+    digits>), as the ml_stack role names its virtualenvs) and the profile in that virtualenv's C(ml-stack.json);
     C(/usr/local/cuda)'s target, or the C(cuda) alternative's value where one manages it; the cuda role's
     C(/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf) and C(/etc/profile.d/blackwell-gpu-node-cuda.sh);
     which C(/etc/ld.so.conf.d) files carry the C(.disabled-by-blackwell-gpu-node) suffix; the server's command
-    line from the sglang_server state file, secrets masked (read only)."
+    line from the sglang_server state file, the values of SGLang's secret flags and of the C(secret_flags) its
+    launch named masked (read only)."
+  - The virtualenv belongs to its owner, so root reads it as hostile. The link is read without following it, and
+    only a target that names a virtualenv beside it is entered, as a directory of that name, never through a link.
+    The marker is read as a regular file of at most 64 KiB; a link, a FIFO, a device or anything but a JSON object
+    with a profile there is recorded as no profile.
   - "The runtime environment needs no entry of its own: the runtime_env role renders it into the site-packages of
     the virtualenv the link points at, so each per-profile virtualenv carries its own, and restoring the link
     restores it."
-  - O(state=recorded) writes the snapshot to C(<state_dir>/snapshots/<name>.json), root only, never through a
-    link; recording an unchanged node again changes nothing.
-  - O(state=restored) replaces links atomically, rewrites or removes the files, renames the linker files back and
-    runs C(ldconfig); restoring a node that is already as recorded changes nothing. Every problem (no snapshot,
-    the recorded virtualenv pruned, a renamed file in the way) is reported before anything is changed.
-  - O(state=current) only reports what O(state=recorded) would record, and the recorded snapshot if there is one.
+  - O(state=recorded) writes the snapshot to C(<state_dir>/snapshots/<name>.json), root's and C(0600), never
+    through a link; recording an unchanged node again changes nothing. A node whose stack a restore could not put
+    back (the link pointing elsewhere than beside it, C(/usr/local/cuda) elsewhere than a
+    C(/usr/local/cuda-<major>.<minor>), the cuda role's files edited into other lines) is refused, as is a node
+    where a restore stopped part-way.
+  - O(state=restored) restores only a snapshot whose every level, from C(/) to the file, is root's and writable by
+    root alone, and only when every value has the shape a recording gives it (the keys, their types, the link
+    targets, the lines of the cuda role's files, without control characters). Any other snapshot is refused,
+    naming the file and the field, before anything is changed.
+  - "O(state=restored) plans the whole restore and checks it against the host before its first change (the
+    recorded virtualenv is a directory beside the link, the recorded CUDA installation exists, the cuda alternative
+    still offers the recorded value, no renamed linker file is in the way): check mode reports the same problems.
+    It then stages every new link and file under a temporary name (a full disk fails there, and nothing is
+    changed), leaves a root-only C(.restore-in-progress) marker beside the snapshots, renames the links and files
+    into place, sets the alternative, renames the linker files back, runs C(ldconfig) when the linker's view
+    changed, and removes the marker. A restore that stops part-way fails with C(changed) true and RV(actions)
+    listing what was done; the next O(state=restored) finishes it and runs C(ldconfig) whatever else it finds."
+  - O(state=current) only reports what O(state=recorded) would record, and the recorded snapshot if there is one
+    that a restore would accept (a warning says why otherwise).
   - The server is not started or stopped here; the upgrade playbook starts it again from the restored link.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
   check_mode:
     support: full
+    details: A restore in check mode refuses what a real run would refuse; only a failure while writing (a full
+      disk) is not foreseen.
   diff_mode:
     support: full
     details: The recorded and the current links, files and disabled linker files.
@@ -58,7 +79,10 @@ options:
     type: path
     required: true
   state_dir:
-    description: Where snapshots are kept, under C(snapshots/); created C(0700) when missing.
+    description:
+      - Where snapshots are kept, under C(snapshots/) (C(0700)); created C(0750) when missing.
+      - Every level from C(/) must be root's and writable by root alone (a sticky C(/tmp) above root's levels
+        is allowed), or snapshots are neither written nor restored there.
     type: path
     default: /var/lib/blackwell-gpu-node
   server_name:
@@ -98,7 +122,7 @@ current:
     cuda: {path: /usr/local/cuda, alternative: /usr/local/cuda-12.8, target: /etc/alternatives/cuda}
     files: {/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf: "...", /etc/profile.d/blackwell-gpu-node-cuda.sh: "..."}
     disabled_linker_files: [987_cuda-13.conf.disabled-by-blackwell-gpu-node]
-    server: {argv: [/home/sglang/ml-env/bin/python, -m, sglang.launch_server, "..."], env_digest: "..."}
+    server: {argv: [/home/sglang/ml-env/bin/python, -m, sglang.launch_server, --api-key, "********"], env_digest: "..."}
 snapshot:
   description: The recorded snapshot (after O(state=recorded), the one written); null when none is recorded.
   returned: always
@@ -109,239 +133,408 @@ path:
   type: str
   sample: /var/lib/blackwell-gpu-node/snapshots/pre-upgrade.json
 actions:
-  description: For O(state=restored), what was (in check mode, would be) changed, one line each, in order.
+  description:
+    - For O(state=restored), what was (in check mode, would be) changed, one line each, in order.
+    - When a restore stops part-way (the task fails with C(changed) true), what was done before it stopped.
   returned: always
   type: list
   elements: str
   sample: ["/home/sglang/ml-env -> ml-env.cu128-1a2b3c4d", "update-alternatives --set cuda /usr/local/cuda-12.8", "ldconfig"]
+finished_earlier_restore:
+  description: Whether this restore found the marker of an earlier one that had stopped part-way, and finished it
+    (C(ldconfig) included); C(msg) then says so.
+  returned: always
+  type: bool
+  sample: false
 """
 
-import binascii
-import errno
 import json
 import os
-import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import MARKER
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import MARKER, is_profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot import (
+    CUDA_HOME,
     CUDA_LINK,
+    FILE_LIMIT,
+    IN_PROGRESS,
     LINKER_CONF,
     LINKER_DIR,
+    MARKER_LIMIT,
     PROFILE_SCRIPT,
+    SNAPSHOT_LIMIT,
+    RestoreStopped,
+    StepFailed,
+    carry_out,
+    decoded_json,
     describe,
+    facts,
+    in_progress_snapshot,
+    in_progress_text,
+    marker_profile,
     name_problem,
     observation,
+    parsed_snapshot,
     restore_plan,
     serialized,
+    server_record,
+    server_secrets,
     snapshot_problems,
     summary,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_argv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
-    OPEN_NO_LINK,
-    open_directory,
+    FileRefused,
+    directory_entry,
+    open_resolved,
+    path_kind,
+    read_regular,
     remove,
+    stage_file,
+    stage_link,
+    trusted_directory,
+    walk,
     write_atomically,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import BadState, Instance
 
-SNAPSHOT_LIMIT = 1 << 20
+# The restore-in-progress marker is a line of JSON.
+IN_PROGRESS_LIMIT = 4096
 
 
-def link_target(path):
-    """readlink of path, None when path is not a link (or is missing)."""
+def parent_directory(path):
+    """(descriptor of the directory that holds path, path's name), or (None, name) when that directory does not
+    exist. Links above it are resolved once; nothing below is followed."""
+    parent, name = os.path.split(path.rstrip("/"))
     try:
-        return os.readlink(path) if stat.S_ISLNK(os.lstat(path).st_mode) else None
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return None
+        descriptor, _real = open_resolved(parent or "/", "the directory of %s" % path)
+    except InvalidOption:
+        if path_kind(parent) is None:
+            return None, name
         raise
+    return descriptor, name
 
 
-def read_text(path):
-    """The text of a regular file, read without following a link there; None when missing."""
+def observe_venv(venv_path):
+    """(what the stable path is, its link target, the profile its virtualenv's marker names). The virtualenv is
+    its owner's: only a target that names a profile's virtualenv beside the link is entered, as a directory of
+    that name (no link followed), and its marker is read only as a small regular file."""
+    parent, name = parent_directory(venv_path)
+    if parent is None:
+        return None, None, None
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return None
-        raise
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InvalidOption("%s is not a regular file: look at it, the cuda role writes a file there" % path)
-        return handle.read(SNAPSHOT_LIMIT).decode("utf-8", "replace")
+        entry = directory_entry(parent, name)
+        if entry is None:
+            return None, None, None
+        if not is_profile_virtualenv(venv_path, entry["target"]):
+            return entry["kind"], entry["target"], None
+        try:
+            venv, _levels = walk(parent, entry["target"], "venv_path")
+        except (OSError, InvalidOption):
+            return entry["kind"], entry["target"], None
+        try:
+            found = read_regular(MARKER, MARKER_LIMIT, venv)
+        except (OSError, InvalidOption):
+            found = None
+        finally:
+            os.close(venv)
+        return entry["kind"], entry["target"], marker_profile(found["data"] if found else None)
+    finally:
+        os.close(parent)
 
 
-def venv_profile(venv_path):
-    """The profile in the marker of the virtualenv behind the link, None when it is not marked complete."""
+def is_venv_directory(venv_path, target):
+    """Whether target is a directory beside the stable path, reached by its name without following a link."""
+    parent, _name = parent_directory(venv_path)
+    if parent is None:
+        return False
     try:
-        with open(os.path.join(venv_path, MARKER)) as handle:
-            return json.load(handle).get("profile")
-    except (OSError, ValueError, AttributeError):
+        venv, _levels = walk(parent, target, "venv_path")
+        os.close(venv)
+        return True
+    except (OSError, InvalidOption):
+        return False
+    finally:
+        os.close(parent)
+
+
+def entry_in(path):
+    """directory_entry of path in its directory; None when either is missing."""
+    parent, name = parent_directory(path)
+    if parent is None:
         return None
+    try:
+        return directory_entry(parent, name)
+    finally:
+        os.close(parent)
+
+
+def observe_file(path):
+    """The text of the cuda role's file path, None when it is missing; FileRefused for anything but a regular
+    UTF-8 file within FILE_LIMIT."""
+    parent, name = parent_directory(path)
+    if parent is None:
+        return None
+    try:
+        found = read_regular(name, FILE_LIMIT, parent)
+    finally:
+        os.close(parent)
+    if found is None:
+        return None
+    try:
+        return found["data"].decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileRefused("%s is not UTF-8 text: the cuda role writes text there; look at it" % path)
+
+
+def alternatives(module, *args):
+    """The lines update-alternatives prints for args; None where it is missing or knows no cuda alternative."""
+    binary = module.get_bin_path("update-alternatives")
+    if not binary:
+        return None
+    rc, out, _err = module.run_command([binary] + list(args))
+    return out.splitlines() if rc == 0 else None
 
 
 def cuda_alternative(module):
     """The cuda alternative's value; None where no alternative manages /usr/local/cuda."""
-    if not module.get_bin_path("update-alternatives"):
-        return None
-    rc, out, _err = module.run_command(["update-alternatives", "--query", "cuda"])
-    if rc != 0:
-        return None
-    values = [line[len("Value: "):] for line in out.splitlines() if line.startswith("Value: ")]
+    lines = alternatives(module, "--query", "cuda") or []
+    values = [line[len("Value: "):] for line in lines if line.startswith("Value: ")]
     return values[0] if values else None
 
 
-def server_state(params):
+def server_state(module):
+    """The server as a snapshot keeps it; the values it masks are masked in every result too."""
     try:
-        state = Instance(params["server_state_dir"], params["server_name"]).load()
+        state = Instance(module.params["server_state_dir"], module.params["server_name"]).load()
     except (BadState, InvalidOption) as exc:
         return {"problem": str(exc)}
-    if state is None:
-        return None
-    return {"argv": masked_argv(state["argv"]), "env_digest": state.get("env_digest")}
+    module.no_log_values.update(server_secrets(state))
+    return server_record(state)
 
 
 def observe(module):
-    params = module.params
-    linker_files = sorted(os.listdir(LINKER_DIR)) if os.path.isdir(LINKER_DIR) else []
+    """(the observation of now, the names in LINKER_DIR, the kinds of the stable path and of /usr/local/cuda)."""
+    venv_path = module.params["venv_path"]
+    venv_kind, venv_target, profile = observe_venv(venv_path)
+    cuda = entry_in(CUDA_LINK)
+    linker_files = sorted(os.listdir(LINKER_DIR)) if path_kind(LINKER_DIR) == "directory" else []
     current = observation(
-        venv_path=params["venv_path"],
-        venv_target=link_target(params["venv_path"]),
-        venv_profile=venv_profile(params["venv_path"]),
+        venv_path=venv_path,
+        venv_target=venv_target,
+        venv_profile=profile,
         cuda_alternative=cuda_alternative(module),
-        cuda_target=link_target(CUDA_LINK),
-        files=dict((path, read_text(path)) for path in (LINKER_CONF, PROFILE_SCRIPT)),
+        cuda_target=cuda["target"] if cuda else None,
+        files=dict((path, observe_file(path)) for path in (LINKER_CONF, PROFILE_SCRIPT)),
         linker_files=linker_files,
-        server=server_state(params),
+        server=server_state(module),
     )
-    return current, linker_files
+    return current, linker_files, venv_kind, cuda["kind"] if cuda else None
 
 
-def snapshot_directory(params, create):
-    """A descriptor of <state_dir>/snapshots (root only), None when it does not exist and create is false."""
-    path = os.path.join(params["state_dir"], "snapshots")
-    if not create and not os.path.lexists(path):
+def snapshot_directory(state_dir, create=False):
+    """A descriptor of <state_dir>/snapshots, every level from / root's and writable by root alone (created so
+    when create); None when it does not exist. InvalidOption naming the level that another user could change."""
+    path = os.path.join(state_dir, "snapshots")
+    try:
+        if create:
+            os.close(trusted_directory(state_dir, "state_dir", 0o750))
+            return trusted_directory(path, "the snapshots of state_dir", 0o700)
+        return trusted_directory(path, "the snapshots of state_dir")
+    except FileNotFoundError:
         return None
-    if create:
-        os.close(open_directory(params["state_dir"], "state_dir", 0o750))
-    return open_directory(path, "state_dir", 0o700 if create else None)
 
 
-def load_snapshot(params):
-    directory = snapshot_directory(params, create=False)
-    if directory is None:
+def read_snapshot(directory, path):
+    """The bytes of the snapshot file path (in directory), None when there is none. InvalidOption naming the file
+    when it is not a regular file of root's that nobody else can write."""
+    try:
+        found = read_regular(os.path.basename(path), SNAPSHOT_LIMIT, directory)
+    except FileRefused as exc:
+        raise InvalidOption("The snapshot %s cannot be read: %s" % (path, exc))
+    if found is None:
         return None
-    try:
-        descriptor = os.open(params["name"] + ".json", os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK, dir_fd=directory)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return None
-        raise InvalidOption("the snapshot %s.json cannot be opened as a file (%s)" % (params["name"], exc.strerror))
-    finally:
-        os.close(directory)
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InvalidOption("the snapshot %s.json is not a regular file" % params["name"])
-        text = handle.read(SNAPSHOT_LIMIT)
-    try:
-        return json.loads(text.decode("utf-8"))
-    except ValueError as exc:
-        raise InvalidOption("the snapshot %s.json is not JSON (%s)" % (params["name"], exc))
+    if found["uid"] != 0 or found["mode"] & 0o022:
+        raise InvalidOption("The snapshot %s is not trusted: it belongs to uid %d with mode %04o, and only a file of "
+                            "root's that nobody else can write is restored (state=recorded writes it root's, 0600). "
+                            "Record it again" % (path, found["uid"], found["mode"]))
+    return found["data"]
 
 
-def replace_link(path, target):
-    """Point the link path at target in one rename: a new link under a random name, renamed over it. Keeps the
-    owner of the link it replaces (the virtualenv's owner)."""
-    parent, name = os.path.split(path.rstrip("/"))
-    directory = open_directory(parent, "the directory of %s" % path)
-    try:
-        try:
-            before = os.lstat(name, dir_fd=directory)
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                raise
-            before = None
-        if before is not None and not stat.S_ISLNK(before.st_mode):
-            raise InvalidOption("%s is not a link; nothing was replaced: move it away, the stack's links go there"
-                                % path)
-        temporary = ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(8)).decode("ascii"))
-        os.symlink(target, temporary, dir_fd=directory)
-        try:
-            if before is not None:
-                os.chown(temporary, before.st_uid, before.st_gid, dir_fd=directory, follow_symlinks=False)
+def unfinished_restore(directory):
+    """The snapshot name in the restore-in-progress marker ("" when it names none), None without a marker."""
+    found = read_regular(IN_PROGRESS, IN_PROGRESS_LIMIT, directory, cut=True)
+    return None if found is None else in_progress_snapshot(found["data"])
+
+
+class Node(object):
+    """The host as carry_out changes it. The directories it changes are held open from the staging of a file
+    to its rename, so that both happen in the same directory whatever happens to the paths meanwhile."""
+
+    def __init__(self, module, snapshots, name):
+        self.module, self.snapshots, self.name = module, snapshots, name
+        self.marker_path = os.path.join(module.params["state_dir"], "snapshots", IN_PROGRESS)
+        self.directories = {}
+
+    def directory(self, path):
+        """The descriptor of path's directory, and path's name."""
+        parent, name = os.path.split(path.rstrip("/"))
+        if parent not in self.directories:
+            descriptor, _name = parent_directory(path)
+            if descriptor is None:
+                raise FileRefused("%s does not exist" % parent)
+            self.directories[parent] = descriptor
+        return self.directories[parent], name
+
+    def stage(self, action):
+        directory, name = self.directory(action["path"])
+        if action["action"] == "write":
+            return stage_file(directory, name, action["content"], 0o644, (0, 0))
+        before = directory_entry(directory, name)
+        if before is not None and before["kind"] != "symbolic link":
+            raise FileRefused("%s is a %s, not a link" % (action["path"], before["kind"]))
+        # The virtualenv link stays its owner's.
+        owner = None if before is None else (before["uid"], before["gid"])
+        return stage_link(directory, name, action["target"], owner)
+
+    def discard(self, action, temporary):
+        remove(self.directory(action["path"])[0], temporary)
+
+    def apply(self, action, temporary):
+        kind = action["action"]
+        if kind in ("link", "write"):
+            directory, name = self.directory(action["path"])
             os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-        except BaseException:
-            remove(directory, temporary)
-            raise
-    finally:
-        os.close(directory)
+        elif kind == "remove":
+            directory, name = self.directory(action["path"])
+            remove(directory, name)
+        elif kind == "rename":
+            directory, name = self.directory(action["from"])
+            os.rename(name, os.path.basename(action["to"]), src_dir_fd=directory, dst_dir_fd=directory)
+        elif kind == "alternative":
+            self.run("update-alternatives", "--set", action["name"], action["value"])
+        else:
+            self.run("ldconfig")
+
+    def run(self, command, *args):
+        binary = self.module.get_bin_path(command)
+        if not binary:
+            raise StepFailed("%s is not installed" % command)
+        rc, out, err = self.module.run_command([binary] + list(args))
+        if rc != 0:
+            raise StepFailed("%s exited with %d: %s" % (" ".join([command] + list(args)), rc, (err or out).strip()))
+
+    def begin(self):
+        write_atomically(self.snapshots, IN_PROGRESS, in_progress_text(self.name), 0o600)
+
+    def end(self):
+        remove(self.snapshots, IN_PROGRESS)
+
+    def close(self):
+        for descriptor in self.directories.values():
+            os.close(descriptor)
+        self.directories.clear()
 
 
-def carry_out(module, action):
-    kind = action["action"]
-    if kind == "link":
-        replace_link(action["path"], action["target"])
-    elif kind == "alternative":
-        module.run_command(["update-alternatives", "--set", action["name"], action["value"]], check_rc=True)
-    elif kind in ("write", "remove"):
-        directory = open_directory(os.path.dirname(action["path"]), "the directory of %s" % action["path"])
-        try:
-            if kind == "write":
-                write_atomically(directory, os.path.basename(action["path"]), action["content"], 0o644)
-            else:
-                remove(directory, os.path.basename(action["path"]))
-        finally:
-            os.close(directory)
-    elif kind == "rename":
-        directory = open_directory(LINKER_DIR, LINKER_DIR)
-        try:
-            os.rename(os.path.basename(action["from"]), os.path.basename(action["to"]),
-                      src_dir_fd=directory, dst_dir_fd=directory)
-        finally:
-            os.close(directory)
-    else:
-        module.run_command(["ldconfig"], check_rc=True)
-
-
-def record(module, current):
+def record(module, current, path):
     params = module.params
-    recorded = load_snapshot(params)
-    changed = recorded != json.loads(serialized(current))
-    if changed and not module.check_mode:
-        directory = snapshot_directory(params, create=True)
-        try:
-            write_atomically(directory, params["name"] + ".json", serialized(current), 0o600)
-        finally:
+    problems = snapshot_problems(current, params["venv_path"])
+    if problems:
+        raise InvalidOption("The node's stack cannot be recorded so that a restore could put it back: %s"
+                            % "; ".join(problems))
+    directory = snapshot_directory(params["state_dir"], create=not module.check_mode)
+    recorded = None
+    try:
+        if directory is not None:
+            if unfinished_restore(directory) is not None:
+                raise InvalidOption("A restore stopped part-way on this node (%s is there): finish it with "
+                                    "state=restored before recording the node again"
+                                    % os.path.join(os.path.dirname(path), IN_PROGRESS))
+            data = read_snapshot(directory, path)
+            try:
+                recorded = decoded_json(data) if data is not None else None
+            except ValueError:
+                recorded = None
+        # A snapshot that is no snapshot is replaced by this one.
+        recorded = recorded if isinstance(recorded, dict) else None
+        changed = recorded != json.loads(serialized(current))
+        if changed and not module.check_mode:
+            write_atomically(directory, os.path.basename(path), serialized(current), 0o600)
+    finally:
+        if directory is not None:
             os.close(directory)
     return dict(changed=changed, snapshot=current, actions=[],
                 diff=dict(before=summary(recorded) if recorded else "", after=summary(current)))
 
 
-def restore(module, current, linker_files):
+def host_facts(module, recorded, venv_kind, cuda_kind, unfinished):
+    """What restore_plan must know of the host to refuse, before any change, what would fail part-way."""
+    cuda = recorded["cuda"]
+    homes = [value for value in (cuda["alternative"], cuda["target"]) if value and CUDA_HOME.fullmatch(value)]
+    return facts(
+        venv_path=venv_kind,
+        venv_target_directory=(recorded["venv"]["target"] is not None
+                               and is_venv_directory(module.params["venv_path"], recorded["venv"]["target"])),
+        cuda_link=cuda_kind,
+        cuda_directories=[home for home in homes if (entry_in(home) or {}).get("kind") == "directory"],
+        alternatives=alternatives(module, "--list", "cuda") if cuda["alternative"] is not None else None,
+        unfinished=unfinished,
+    )
+
+
+def restore(module, current, linker_files, venv_kind, cuda_kind, path):
     params = module.params
-    recorded = load_snapshot(params)
-    path = os.path.join(params["state_dir"], "snapshots", params["name"] + ".json")
-    if recorded is None:
-        module.fail_json(msg="No snapshot %s to restore: record one first with state=recorded (name=%s, state_dir=%s). "
-                             "Nothing was changed." % (path, params["name"], params["state_dir"]), current=current)
-    problems = snapshot_problems(recorded, params["venv_path"])
-    if not problems:
-        parent = os.path.dirname(params["venv_path"].rstrip("/"))
-        target = recorded["venv"]["target"]
-        existing = [target] if target is not None and os.path.isdir(os.path.join(parent, target)) else []
-        actions, problems = restore_plan(recorded, current, linker_files, existing)
-    if problems:
-        module.fail_json(msg="The snapshot %s cannot be restored: %s. Nothing was changed." % (path, "; ".join(problems)),
-                         current=current, snapshot=recorded)
-    if not module.check_mode:
-        for action in actions:
-            carry_out(module, action)
-    return dict(changed=bool(actions), snapshot=recorded, actions=[describe(action) for action in actions],
-                diff=dict(before=summary(current), after=summary(recorded)))
+    missing = InvalidOption("No snapshot %s to restore: record one first with state=recorded (name=%s, state_dir=%s)"
+                            % (path, params["name"], params["state_dir"]))
+    directory = snapshot_directory(params["state_dir"])
+    if directory is None:
+        raise missing
+    node = Node(module, directory, params["name"])
+    try:
+        data = read_snapshot(directory, path)
+        if data is None:
+            raise missing
+        recorded = parsed_snapshot(data, path, params["venv_path"])
+        unfinished = unfinished_restore(directory)
+        actions, problems = restore_plan(recorded, current, linker_files,
+                                         host_facts(module, recorded, venv_kind, cuda_kind, unfinished))
+        if problems:
+            raise InvalidOption("The snapshot %s cannot be restored: %s" % (path, "; ".join(problems)))
+        done = [describe(action) for action in actions]
+        if actions and not module.check_mode:
+            try:
+                done = carry_out(actions, node)
+            except RestoreStopped as stopped:
+                module.fail_json(msg=stopped.message(path), changed=bool(stopped.done), actions=stopped.done,
+                                 current=current, snapshot=recorded, path=path)
+    finally:
+        node.close()
+        os.close(directory)
+    result = dict(changed=bool(actions), snapshot=recorded, actions=done,
+                  finished_earlier_restore=unfinished is not None,
+                  diff=dict(before=summary(current), after=summary(recorded)))
+    if unfinished is not None:
+        result["msg"] = ("This restore finished an earlier one%s that had stopped part-way, ldconfig included"
+                         % (" (of %s)" % unfinished if unfinished else ""))
+    return result
+
+
+def current_snapshot(module, path):
+    """The recorded snapshot for state=current, None when there is none; one that cannot be trusted is reported
+    as a warning, not used."""
+    try:
+        directory = snapshot_directory(module.params["state_dir"])
+        if directory is None:
+            return None
+        try:
+            data = read_snapshot(directory, path)
+            return None if data is None else parsed_snapshot(data, path, module.params["venv_path"])
+        finally:
+            os.close(directory)
+    except InvalidOption as exc:
+        module.warn("%s; it is not shown" % exc)
+        return None
 
 
 def main():
@@ -361,19 +554,21 @@ def main():
     if problem:
         module.fail_json(msg=problem + ". Nothing was changed.")
     path = os.path.join(params["state_dir"], "snapshots", params["name"] + ".json")
+    current = None
     try:
-        current, linker_files = observe(module)
+        current, linker_files, venv_kind, cuda_kind = observe(module)
         if params["state"] == "recorded":
-            result = record(module, current)
+            result = record(module, current, path)
         elif params["state"] == "restored":
-            result = restore(module, current, linker_files)
+            result = restore(module, current, linker_files, venv_kind, cuda_kind, path)
         else:
-            result = dict(changed=False, snapshot=load_snapshot(params), actions=[])
+            result = dict(changed=False, snapshot=current_snapshot(module, path), actions=[])
     except InvalidOption as exc:
-        module.fail_json(msg="%s. Nothing was changed." % exc)
+        module.fail_json(msg="%s. Nothing was changed." % exc, current=current, path=path)
     except OSError as exc:
-        module.fail_json(msg="node_snapshot state=%s failed on %s: %s" % (
-            params["state"], exc.filename or path, exc.strerror or exc))
+        module.fail_json(msg="node_snapshot state=%s failed on %s: %s. Nothing was changed." % (
+            params["state"], exc.filename or path, exc.strerror or exc), current=current, path=path)
+    result.setdefault("finished_earlier_restore", False)
     module.exit_json(current=current, path=path, **result)
 
 
