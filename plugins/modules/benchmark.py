@@ -21,8 +21,11 @@ description:
   - The built-in client (O(client=builtin)) is the Python standard library only, run by the node's Python. Time to
     first token runs from sending a request to the first streamed chunk with text; inter-token latencies are the
     gaps between the following chunks; output tokens are the server's C(usage), else one per chunk with text.
-  - O(client=bench_serving) runs SGLang's own C(python -m sglang.bench_serving) from O(python) (the stack's
-    virtualenv, where the real SGLang is installed) on the same workload, and returns the same metrics.
+  - O(client=bench_serving) runs SGLang's own C(python -m sglang.bench_serving) from the virtualenv at O(venv_path)
+    (the stack's virtualenv, where the real SGLang is installed) on the same workload, and returns the same metrics.
+    It runs as the virtualenv's owner in an empty environment (as root only when root owns the virtualenv), with
+    its result file in a directory of that owner's that the module makes for it; the module reads the result back
+    without following a link, at most 16 MiB, and only from a file the owner wrote.
   - Changes nothing on the node. The playbook C(blackwell.gpu_node.benchmark) keeps the results on the controller and
     compares them.
 extends_documentation_fragment:
@@ -34,7 +37,8 @@ attributes:
   diff_mode:
     support: none
   platform:
-    support: N/A
+    support: full
+    platforms: posix
 options:
   url:
     description: The server's base URL, for example C(http://127.0.0.1:30000).
@@ -70,19 +74,21 @@ options:
     description: Overrides the workload's number of requests in flight at once.
     type: int
   api_key:
-    description: The server's API key (C(Authorization Bearer)); never shown.
+    description: The server's API key (C(Authorization Bearer)), for O(client=builtin); never shown.
     type: str
   request_timeout:
     description: Seconds one request may take.
     type: float
     default: 600
   client:
-    description: V(builtin) (standard library) or V(bench_serving) (C(sglang.bench_serving) run by O(python)).
+    description: V(builtin) (standard library) or V(bench_serving) (C(sglang.bench_serving) from O(venv_path)).
     type: str
     choices: [builtin, bench_serving]
     default: builtin
-  python:
-    description: The interpreter with SGLang installed, for O(client=bench_serving).
+  venv_path:
+    description:
+      - The virtualenv with SGLang installed, for O(client=bench_serving); its C(bin/python) runs the client as the
+        virtualenv's owner.
     type: path
   model_path:
     description: The model directory, for O(client=bench_serving)'s tokenizer.
@@ -90,6 +96,9 @@ options:
 notes:
   - The numbers measure the server at O(url). Against the test suite's SGLang stand-in they measure the stand-in's
     configured token rate and mean nothing about SGLang or a GPU.
+  - O(client=bench_serving) writes its result into a new directory in the node's temporary directory (C(TMPDIR),
+    else C(/tmp)), which the virtualenv's owner must be able to reach; it is removed afterwards. The client is
+    stopped after an hour, its output is read up to 16 MiB, and no file it writes may grow beyond that.
 """
 
 EXAMPLES = r"""
@@ -98,6 +107,14 @@ EXAMPLES = r"""
     url: http://127.0.0.1:30000
     workload: decode-heavy
   register: bench
+
+- name: Measure it with SGLang's own client, run as the owner of the stack's virtualenv
+  blackwell.gpu_node.benchmark:
+    url: http://127.0.0.1:30000
+    client: bench_serving
+    venv_path: /home/sglang/ml-env
+    model_path: /models/Qwen3-8B
+  register: bench_serving
 """
 
 RETURN = r"""
@@ -123,44 +140,19 @@ client_cpu_seconds:
   type: float
 """
 
-import json
-import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.bench_serving import bench_serving_metrics
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.benchmark import (
     WORKLOADS,
     BenchmarkError,
-    bench_serving_argv,
-    from_bench_serving,
     run,
     summary,
     workload,
 )
-
-
-def bench_serving(module, chosen):
-    params = module.params
-    if not (params["python"] and params["model_path"]):
-        module.fail_json(msg="client=bench_serving needs python (the virtualenv's interpreter with SGLang) and "
-                             "model_path (for its tokenizer)", workload=chosen, client="bench_serving")
-    directory = tempfile.mkdtemp(prefix="blackwell-benchmark-")
-    output = os.path.join(directory, "result.jsonl")
-    try:
-        code, stdout, stderr = module.run_command(
-            bench_serving_argv(params["python"], params["url"], params["model_path"], chosen, output))
-        if code != 0 or not os.path.isfile(output):
-            module.fail_json(msg="sglang.bench_serving failed (exit %d): %s" % (code, (stderr or stdout)[-2000:]),
-                             workload=chosen, client="bench_serving")
-        with open(output) as handle:
-            lines = [line for line in handle if line.strip()]
-        return from_bench_serving(json.loads(lines[-1]))
-    finally:
-        for name in os.listdir(directory):
-            os.remove(os.path.join(directory, name))
-        os.rmdir(directory)
 
 
 def main():
@@ -177,12 +169,14 @@ def main():
             api_key=dict(type="str", no_log=True),
             request_timeout=dict(type="float", default=600),
             client=dict(type="str", default="builtin", choices=["builtin", "bench_serving"]),
-            python=dict(type="path"),
+            venv_path=dict(type="path"),
             model_path=dict(type="str"),
         ),
+        required_if=[("client", "bench_serving", ("venv_path", "model_path"))],
         supports_check_mode=True,
     )
     params = module.params
+    url = params["url"]
     try:
         chosen = workload(params["workload"], dict((key, params[key]) for key in (
             "prompt_tokens", "output_tokens", "prompts", "concurrency")))
@@ -192,16 +186,20 @@ def main():
     if module.check_mode:
         module.exit_json(**result)
     if params["client"] == "bench_serving":
-        result.update(metrics=bench_serving(module, chosen), client_cpu_seconds=None)
+        try:
+            metrics = bench_serving_metrics(params["venv_path"], url, params["model_path"], chosen)
+        except (BenchmarkError, InvalidOption) as exc:
+            module.fail_json(msg=str(exc), **result)
+        result.update(metrics=metrics, client_cpu_seconds=None)
     else:
         cpu_before = time.process_time()
-        results, duration = run(params["url"], params["api"], params["model"], chosen, api_key=params["api_key"],
+        results, duration = run(url, params["api"], params["model"], chosen, api_key=params["api_key"],
                                 timeout=params["request_timeout"])
         result.update(metrics=summary(results, duration),
                       client_cpu_seconds=round(time.process_time() - cpu_before, 3))
-    if result["metrics"]["completed"] == 0:
-        module.fail_json(msg="no request to %s completed: %s" % (params["url"], "; ".join(result["metrics"]["errors"])),
-                         **result)
+    metrics = result["metrics"]
+    if metrics["completed"] == 0:
+        module.fail_json(msg="no request to %s completed: %s" % (url, "; ".join(metrics["errors"])), **result)
     module.exit_json(**result)
 
 

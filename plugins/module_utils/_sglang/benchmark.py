@@ -73,6 +73,16 @@ def request_body(api, model, chosen, index):
     return body
 
 
+def json_type(value):
+    """What a parsed JSON value is, as a message says it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    for kind, name in ((dict, "an object"), (list, "a list"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
 def chunk_text(chunk):
     """The text a streamed chunk carries, from either API ('' for none)."""
     text = ""
@@ -183,16 +193,49 @@ def summary(results, duration):
     )
 
 
+def bench_serving_value(record, field, count=False):
+    """The number (count: the integer) record holds for field; BenchmarkError naming field otherwise."""
+    value = record.get(field)
+    if isinstance(value, bool) or not isinstance(value, int if count else (int, float)) \
+            or not -float("inf") < value < float("inf"):
+        raise BenchmarkError("the result of sglang.bench_serving has %s for %s, not a %s"
+                             % (json_type(value), field, "count" if count else "number"))
+    return value
+
+
 def from_bench_serving(record):
-    """The same metrics from one line of `python -m sglang.bench_serving --output-file`."""
+    """The same metrics from one line of `python -m sglang.bench_serving --output-file`; BenchmarkError naming the
+    field that is missing or of the wrong type (the virtualenv's owner wrote it: it is not trusted)."""
+    if not isinstance(record, dict):
+        raise BenchmarkError("the result of sglang.bench_serving is %s, not an object" % json_type(record))
+    completed = bench_serving_value(record, "completed", count=True)
+    prompts = completed if record.get("num_prompts") is None else bench_serving_value(record, "num_prompts", True)
+    if not 0 <= completed <= prompts:
+        raise BenchmarkError("the result of sglang.bench_serving says %d of %d prompts completed"
+                             % (completed, prompts))
+
+    def rounded(field):
+        return round(bench_serving_value(record, field), 3)
+
     return dict(
-        completed=record["completed"], failed=record.get("num_prompts", record["completed"]) - record["completed"],
-        errors=[], duration_s=round(record["duration"], 3), output_tokens=record["total_output_tokens"],
-        output_throughput=round(record["output_throughput"], 3),
-        request_throughput=round(record["request_throughput"], 3),
-        ttft_ms_median=round(record["median_ttft_ms"], 3), ttft_ms_p99=round(record["p99_ttft_ms"], 3),
-        itl_ms_median=round(record["median_itl_ms"], 3), itl_ms_p99=round(record["p99_itl_ms"], 3),
+        completed=completed, failed=prompts - completed, errors=[], duration_s=rounded("duration"),
+        output_tokens=bench_serving_value(record, "total_output_tokens", count=True),
+        output_throughput=rounded("output_throughput"), request_throughput=rounded("request_throughput"),
+        ttft_ms_median=rounded("median_ttft_ms"), ttft_ms_p99=rounded("p99_ttft_ms"),
+        itl_ms_median=rounded("median_itl_ms"), itl_ms_p99=rounded("p99_itl_ms"),
     )
+
+
+def from_bench_serving_output(data):
+    """The metrics of the last line of a bench_serving output file (bytes; it appends a line per run)."""
+    try:
+        lines = [line for line in data.decode("utf-8").splitlines() if line.strip()]
+        record = json.loads(lines[-1]) if lines else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BenchmarkError("the result of sglang.bench_serving is not JSON lines")
+    if record is None:
+        raise BenchmarkError("the result file of sglang.bench_serving is empty")
+    return from_bench_serving(record)
 
 
 def bench_serving_argv(python, base_url, model_path, chosen, output_file):

@@ -1,6 +1,7 @@
 import errno
 import json
 import os
+import re
 
 import pytest
 
@@ -380,3 +381,33 @@ def test_https_is_spoken_to_an_https_url_and_a_refusal_keeps_its_message():
     assert spoken["ok"] is False and answers.requests == []
     refused = bench.stream_one(answers.url + "/v1/completions", {}, None, 10)
     assert refused == dict(ok=False, error="[Errno %d] %s" % (errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED)))
+
+
+BENCH_SERVING_LINE = dict(completed=16, num_prompts=16, duration=87.6, total_output_tokens=8192, output_throughput=93.5,
+                          request_throughput=0.18, median_ttft_ms=40.1, p99_ttft_ms=55.0, median_itl_ms=10.6,
+                          p99_itl_ms=11.9)
+
+
+@pytest.mark.parametrize("change,problem", [
+    (dict(completed="16"), "has a string for completed, not a count"),
+    (dict(completed=16.0), "has a number for completed, not a count"),
+    (dict(num_prompts=True), "has a boolean for num_prompts, not a count"),
+    (dict(duration=None), "has null for duration, not a number"),
+    (dict(p99_itl_ms=[1]), "has a list for p99_itl_ms, not a number"),
+    (dict(output_throughput=float("inf")), "has a number for output_throughput, not a number"),
+    (dict(num_prompts=10), "says 16 of 10 prompts completed"),
+    (dict(completed=-1), "says -1 of 16 prompts completed"),
+])
+def test_a_bench_serving_result_of_wrong_types_is_refused_naming_the_field(change, problem):
+    with pytest.raises(bench.BenchmarkError, match="^the result of sglang.bench_serving " + re.escape(problem)):
+        bench.from_bench_serving(dict(BENCH_SERVING_LINE, **change))
+
+
+def test_the_last_line_of_a_bench_serving_output_file_is_the_result():
+    first = json.dumps(dict(BENCH_SERVING_LINE, output_throughput=1.0))
+    data = (first + "\n" + json.dumps(BENCH_SERVING_LINE) + "\n\n").encode()
+    assert bench.from_bench_serving_output(data)["output_throughput"] == 93.5
+    for bad, problem in ((b"", "file of sglang.bench_serving is empty"), (b"\xff\xfe", "is not JSON lines"),
+                         (b"{", "is not JSON lines"), (b"[1]", "is a list, not an object")):
+        with pytest.raises(bench.BenchmarkError, match=problem):
+            bench.from_bench_serving_output(bad)
