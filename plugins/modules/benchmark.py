@@ -21,6 +21,10 @@ description:
   - The built-in client (O(client=builtin)) is the Python standard library only, run by the node's Python. Time to
     first token runs from sending a request to the first streamed chunk with text; inter-token latencies are the
     gaps between the following chunks; output tokens are the server's C(usage), else one per chunk with text.
+  - The built-in client does not trust the answer. Each request must end within O(request_timeout) in all (every
+    read gets only the time left), no line of an answer may be longer than 1 MiB, every chunk must be a JSON object
+    of the types the API gives, and a redirect (HTTP 3xx) is not followed. A request that breaks one of these, or
+    fails in any other way, is a failure with its reason in C(failures) of RV(metrics); the other requests go on.
   - O(client=bench_serving) runs SGLang's own C(python -m sglang.bench_serving) from the virtualenv at O(venv_path)
     (the stack's virtualenv, where the real SGLang is installed) on the same workload, and returns the same metrics.
     It runs as the virtualenv's owner in an empty environment (as root only when root owns the virtualenv), with
@@ -33,7 +37,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: In check mode nothing is sent; RV(metrics) is not returned.
+    details: In check mode the options are checked and nothing is sent; RV(metrics) is not returned.
   diff_mode:
     support: none
   platform:
@@ -41,7 +45,11 @@ attributes:
     platforms: posix
 options:
   url:
-    description: The server's base URL, for example C(http://127.0.0.1:30000).
+    description:
+      - The server's base URL, for example C(http://127.0.0.1:30000). It has the scheme C(http) or C(https), a host,
+        a port from 1 to 65535 when one is given, and a path prefix if the server has one; no query, no fragment.
+      - A URL with credentials (C(user:password@) before the host) is refused, and they are masked in the result;
+        give the server's key as O(api_key).
     type: str
     required: true
   api:
@@ -77,7 +85,7 @@ options:
     description: The server's API key (C(Authorization Bearer)), for O(client=builtin); never shown.
     type: str
   request_timeout:
-    description: Seconds one request may take.
+    description: Seconds one request of the built-in client may take in all, from connecting to its last chunk.
     type: float
     default: 600
   client:
@@ -125,11 +133,26 @@ workload:
   sample: {name: decode-heavy, prompt_tokens: 128, output_tokens: 512, prompts: 16, concurrency: 1}
 metrics:
   description:
-    - C(completed), C(failed), C(errors) (up to 5 distinct), C(duration_s), C(output_tokens), C(output_throughput)
-      (tokens/s), C(request_throughput) (requests/s), C(ttft_ms_median), C(ttft_ms_p99), C(itl_ms_median),
-      C(itl_ms_p99).
+    - C(completed), C(failed), C(errors) (up to 5 distinct reasons), C(failures), C(duration_s), C(output_tokens),
+      C(output_throughput) (tokens/s), C(request_throughput) (requests/s), C(ttft_ms_median), C(ttft_ms_p99),
+      C(itl_ms_median), C(itl_ms_p99).
+    - C(failures) lists the first 20 failed requests of the built-in client, each with its C(index) (from 0, in the
+      order the prompts are numbered) and C(reason); bench_serving gives no reasons, only the C(failed) count.
   returned: unless in check mode
   type: dict
+  sample:
+    completed: 15
+    failed: 1
+    errors: ["no complete answer within request_timeout=600s"]
+    failures: [{index: 3, reason: "no complete answer within request_timeout=600s"}]
+    duration_s: 88.2
+    output_tokens: 7680
+    output_throughput: 87.075
+    request_throughput: 0.17
+    ttft_ms_median: 40.1
+    ttft_ms_p99: 55.0
+    itl_ms_median: 10.6
+    itl_ms_p99: 11.9
 client:
   description: The client that ran, C(builtin) or C(bench_serving).
   returned: always
@@ -145,14 +168,25 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.bench_serving import bench_serving_metrics
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.benchmark import (
     WORKLOADS,
     BenchmarkError,
+    checked_timeout,
+    checked_url,
     run,
     summary,
+    url_credentials,
     workload,
 )
+
+
+def shown_metrics(metrics):
+    """metrics with the reasons the server's answers gave (a status line, an exception's text) as a result may
+    show them."""
+    return dict(metrics, errors=[result_line(error) for error in metrics["errors"]],
+                failures=[dict(failure, reason=result_line(failure["reason"])) for failure in metrics["failures"]])
 
 
 def main():
@@ -176,10 +210,13 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    url = params["url"]
+    # Credentials in the URL are refused below; masked, they cannot reach the result through the invocation either.
+    module.no_log_values.update(url_credentials(params["url"]))
     try:
         chosen = workload(params["workload"], dict((key, params[key]) for key in (
             "prompt_tokens", "output_tokens", "prompts", "concurrency")))
+        url = checked_url(params["url"])
+        checked_timeout(params["request_timeout"])
     except BenchmarkError as exc:
         module.fail_json(msg=str(exc))
     result = dict(changed=False, workload=chosen, client=params["client"])
@@ -195,7 +232,7 @@ def main():
         cpu_before = time.process_time()
         results, duration = run(url, params["api"], params["model"], chosen, api_key=params["api_key"],
                                 timeout=params["request_timeout"])
-        result.update(metrics=summary(results, duration),
+        result.update(metrics=shown_metrics(summary(results, duration)),
                       client_cpu_seconds=round(time.process_time() - cpu_before, 3))
     metrics = result["metrics"]
     if metrics["completed"] == 0:

@@ -139,3 +139,9 @@ def test_bench_serving_needs_the_venv_and_the_model(standin):
     assert result["failed"] is True
     assert result["msg"] == "client is bench_serving but all of the following are missing: venv_path, model_path"
 
+
+def test_credentials_in_the_url_are_refused_and_appear_nowhere_in_the_result(standin):
+    result = run_module("benchmark", url="http://bench-user:s3cr3t-pw@127.0.0.1:%d" % standin.port)
+    assert result["failed"] is True
+    assert result["msg"].startswith("url holds credentials (user:password@ before the host), which are never sent")
+    assert "invocation" in result and "s3cr3t-pw" not in json.dumps(result) and "bench-user" not in json.dumps(result)

@@ -10,6 +10,11 @@ token is from sending the request to the first chunk that carries text; the inte
 gaps between the following chunks (as ``sglang.bench_serving`` counts them); the output tokens are what the
 server's ``usage`` says, else one per chunk with text.
 
+The server's answer is not trusted: each request has one deadline for all of it (every read of the socket gets only
+the time left, so a server that drips a byte at a time cannot stretch it), each line of the answer is read up to a
+bound, every chunk is type-checked, a redirect is not followed, and whatever goes wrong with one request is that
+request's failure, with its reason, while the others go on.
+
 This file imports nothing from Ansible: tests/device/record_benchmark.sh loads it on a GPU host as it is.
 """
 
@@ -17,12 +22,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+import io
 import json
+import socket
 import threading
 import time
 
-from http.client import HTTPConnection, HTTPException, HTTPSConnection
-from urllib.parse import urlsplit
+from http.client import HTTPConnection, HTTPException, HTTPResponse, HTTPSConnection
+from urllib.parse import unquote, urlsplit
 
 # Fixed, named workloads: the same name always sends the same requests, so results compare. decode-heavy is the
 # reference box's use (one stream, short prompt, long answer: the tok/s a user sees).
@@ -35,10 +42,77 @@ APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # The metrics a comparison reports, and whether more is better.
 METRICS = (("output_throughput", True), ("request_throughput", True), ("ttft_ms_median", False),
            ("ttft_ms_p99", False), ("itl_ms_median", False), ("itl_ms_p99", False))
+# A line of a streamed answer (one chunk of server-sent events) is a few hundred bytes: a longer one is refused
+# after this many bytes, never read whole.
+LINE_LIMIT = 1 << 20
+# The failed requests a result lists by index and reason (the count of all of them is `failed`).
+FAILURES_SHOWN = 20
+SCHEMES = ("http", "https")
+URL_EXAMPLE = "http://127.0.0.1:30000"
 
 
 class BenchmarkError(Exception):
     """A benchmark that cannot run or cannot be compared: the message names the option and the fix."""
+
+
+class RequestFailed(Exception):
+    """What ended one request early, as its failure says it."""
+
+
+def url_authority(url):
+    """What of url lies between `//` and its path, query or fragment: its host, port and any credentials (all of
+    url up to those when it has no `//`, so that credentials are found in whatever was given)."""
+    authority = url.partition("//")[2] if "//" in url else url
+    for end in "/?#":
+        authority = authority.split(end, 1)[0]
+    return authority
+
+
+def url_credentials(url):
+    """The user and password a URL carries before its host (as written and percent-decoded), for masking: they
+    are never sent and never shown."""
+    userinfo = url_authority(url).rpartition("@")[0]
+    values = set()
+    for value in [userinfo] + userinfo.split(":", 1):
+        if value:
+            values.update((value, unquote(value)))
+    return sorted(values, key=len, reverse=True)
+
+
+def checked_url(url):
+    """url when it is an http or https base URL of a host (a port from 1 to 65535 when one is given) and maybe a
+    path; BenchmarkError naming the option url otherwise. A URL with credentials is refused without repeating
+    them."""
+    if any(character.isspace() or ord(character) < 32 or 127 <= ord(character) < 160 for character in url):
+        raise BenchmarkError("url holds a space or a control character: give the server's base URL, for example %s"
+                             % URL_EXAMPLE)
+    if "@" in url_authority(url):
+        raise BenchmarkError("url holds credentials (user:password@ before the host), which are never sent: the "
+                             "server takes its key as api_key. Give the base URL alone, for example %s" % URL_EXAMPLE)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise BenchmarkError("url=%s is not a URL with a port from 1 to 65535: give the server's base URL, for "
+                             "example %s" % (url, URL_EXAMPLE))
+    if parts.scheme not in SCHEMES:
+        raise BenchmarkError("url=%s: the scheme must be http or https: give the server's base URL, for example %s"
+                             % (url, URL_EXAMPLE))
+    if not parts.hostname:
+        raise BenchmarkError("url=%s names no host: give the server's base URL, for example %s" % (url, URL_EXAMPLE))
+    if port == 0:
+        raise BenchmarkError("url=%s: port 0 is no server's port; give a port from 1 to 65535" % url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise BenchmarkError("url=%s has a query or fragment: the API's path is appended to the base URL, so give "
+                             "it without, for example %s" % (url, URL_EXAMPLE))
+    return url
+
+
+def checked_timeout(timeout):
+    """timeout, in seconds, when it is a finite positive number; BenchmarkError naming request_timeout otherwise."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (0 < timeout < float("inf")):
+        raise BenchmarkError("request_timeout=%r must be a positive number of seconds" % (timeout,))
+    return timeout
 
 
 def workload(name, overrides=None):
@@ -83,6 +157,31 @@ def json_type(value):
     return "null"
 
 
+def chunk_problem(chunk):
+    """Why a parsed chunk is not one the client can count (which value has which wrong type), or None."""
+    if not isinstance(chunk, dict):
+        return "a chunk is %s, not an object" % json_type(chunk)
+    choices = chunk.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        return "a chunk's choices is %s, not a list" % json_type(choices)
+    for choice in choices or []:
+        if not isinstance(choice, dict):
+            return "a chunk's choice is %s, not an object" % json_type(choice)
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            return "a choice's delta is %s, not an object" % json_type(delta)
+        for where, text in (("text", choice.get("text")), ("delta's content", (delta or {}).get("content"))):
+            if text is not None and not isinstance(text, str):
+                return "a choice's %s is %s, not a string" % (where, json_type(text))
+    usage = chunk.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        return "a chunk's usage is %s, not an object" % json_type(usage)
+    tokens = (usage or {}).get("completion_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+        return "usage's completion_tokens is %s, not a count" % json_type(tokens)
+    return None
+
+
 def chunk_text(chunk):
     """The text a streamed chunk carries, from either API ('' for none)."""
     text = ""
@@ -92,7 +191,8 @@ def chunk_text(chunk):
 
 
 def read_stream(lines, sent, clock):
-    """One request's timings from the server-sent event lines of its answer: sent is when it was sent."""
+    """One request's timings from the server-sent event lines of its answer (sent is when it was sent), or ok
+    False with the reason: a chunk that is not JSON, or not a chunk (chunk_problem), or no text at all."""
     arrivals = []
     usage_tokens = None
     for raw in lines:
@@ -102,7 +202,14 @@ def read_stream(lines, sent, clock):
         data = line[len("data:"):].strip()
         if data == "[DONE]":
             break
-        chunk = json.loads(data)
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            return dict(ok=False, error="a chunk of the answer is not JSON (%s)" % (
+                exc if isinstance(exc, ValueError) else "nested too deep"))
+        problem = chunk_problem(chunk)
+        if problem:
+            return dict(ok=False, error=problem)
         if chunk_text(chunk):
             arrivals.append(clock())
         if chunk.get("usage"):
@@ -113,32 +220,96 @@ def read_stream(lines, sent, clock):
                 latency=arrivals[-1] - sent, output_tokens=usage_tokens if usage_tokens else len(arrivals))
 
 
-def stream_one(url, body, api_key, timeout, clock=time.monotonic):
-    """One request's timings (read_stream), or ok False with the reason. A direct connection: a proxy from the
-    node's environment would measure the proxy, and urllib's handlers buffer nothing less than a line anyway."""
+def overdue(timeout):
+    return "no complete answer within request_timeout=%gs" % timeout
+
+
+class DeadlineReader(io.RawIOBase):
+    """A connection's bytes, each read of the socket given only the time left before the request's deadline: the
+    socket's own timeout counts per read, so a server dripping a byte at a time would never reach it."""
+
+    def __init__(self, sock, deadline, timeout, clock):
+        io.RawIOBase.__init__(self)
+        self._sock, self._deadline, self._timeout, self._clock = sock, deadline, timeout, clock
+        # A file of the socket, as HTTPResponse would make: it keeps the socket open when the connection lets go.
+        self._file = sock.makefile("rb", buffering=0)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        left = self._deadline - self._clock()
+        if left <= 0:
+            raise RequestFailed(overdue(self._timeout))
+        self._sock.settimeout(left)
+        return self._file.readinto(buffer)
+
+    def close(self):
+        self._file.close()
+        io.RawIOBase.close(self)
+
+
+class DeadlineSocket(object):
+    """What an HTTPResponse reads from: the connection's socket behind a DeadlineReader."""
+
+    def __init__(self, sock, deadline, timeout, clock):
+        self._reader = DeadlineReader(sock, deadline, timeout, clock)
+
+    def makefile(self, _mode):
+        return io.BufferedReader(self._reader)
+
+
+def bounded_lines(response, limit):
+    """The lines of a response, each at most limit bytes without its line end; RequestFailed naming the bound
+    for a longer one, after reading no more than limit + 1 bytes of it."""
+    while True:
+        line = response.readline(limit + 1)
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) > limit:
+            raise RequestFailed("a line of the answer is longer than the %d bytes a line may have" % limit)
+        yield line
+
+
+def stream_one(url, body, api_key, timeout, clock=time.monotonic, line_limit=LINE_LIMIT):
+    """One request's timings (read_stream), or ok False with the reason, all within timeout seconds from its start
+    and no line longer than line_limit bytes. A direct connection: a proxy from the node's environment would
+    measure the proxy. A redirect is a failure: the client sends its key to the server it was given, nowhere else."""
     parts = urlsplit(url)
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = "Bearer " + api_key
+    deadline = clock() + timeout
     connect = HTTPSConnection if parts.scheme == "https" else HTTPConnection
     connection = connect(parts.hostname, parts.port, timeout=timeout)
+    connection.response_class = lambda sock, *args, **options: HTTPResponse(
+        DeadlineSocket(sock, deadline, timeout, clock), *args, **options)
     sent = clock()
     try:
         connection.request("POST", parts.path or "/", body=json.dumps(body).encode("utf-8"), headers=headers)
         response = connection.getresponse()
+        if 300 <= response.status < 400:
+            return dict(ok=False, error="HTTP %d %s: redirects are not followed" % (response.status, response.reason))
         if response.status != 200:
             return dict(ok=False, error="HTTP %d %s" % (response.status, response.reason))
-        return read_stream(response, sent, clock)
+        return read_stream(bounded_lines(response, line_limit), sent, clock)
+    except RequestFailed as exc:
+        return dict(ok=False, error=str(exc))
+    except socket.timeout:
+        return dict(ok=False, error=overdue(timeout))
     except (OSError, HTTPException, ValueError) as exc:
-        # A refused connection, a timeout, an answer cut short or a chunk that is not JSON.
+        # A refused connection, a TLS handshake that failed, an answer cut short or not HTTP.
         return dict(ok=False, error=str(exc) or type(exc).__name__)
     finally:
         connection.close()
 
 
 def run(base_url, api, model, chosen, api_key=None, timeout=600.0, send=stream_one, clock=time.monotonic):
-    """Send the workload's prompts, `concurrency` at a time; (results in order, wall seconds)."""
-    url = base_url.rstrip("/") + APIS[api]
+    """Send the workload's prompts, `concurrency` at a time; (results in order, wall seconds). BenchmarkError
+    before anything is sent for a bad url or timeout. Whatever one request raises is its failure: a worker that
+    died would leave its share unsent and the run would look complete."""
+    url = checked_url(base_url).rstrip("/") + APIS[api]
+    checked_timeout(timeout)
     results = [None] * chosen["prompts"]
     pending = list(range(chosen["prompts"]))
     lock = threading.Lock()
@@ -149,7 +320,10 @@ def run(base_url, api, model, chosen, api_key=None, timeout=600.0, send=stream_o
                 if not pending:
                     return
                 index = pending.pop(0)
-            results[index] = send(url, request_body(api, model, chosen, index), api_key, timeout)
+            try:
+                results[index] = send(url, request_body(api, model, chosen, index), api_key, timeout)
+            except Exception as exc:  # pylint: disable=broad-except
+                results[index] = dict(ok=False, error="%s: %s" % (type(exc).__name__, exc))
 
     begin = clock()
     threads = [threading.Thread(target=worker) for _slot in range(min(chosen["concurrency"], chosen["prompts"]))]
@@ -183,9 +357,11 @@ def summary(results, duration):
         value = percentile(values, share)
         return None if value is None else round(value * 1000.0, 3)
 
+    failures = [dict(index=index, reason=result["error"] if result else "no result")
+                for index, result in enumerate(results) if not (result and result["ok"])]
     return dict(
         completed=len(done), failed=len(failed), errors=sorted(set(result["error"] for result in failed if result))[:5],
-        duration_s=round(duration, 3), output_tokens=output_tokens,
+        failures=failures[:FAILURES_SHOWN], duration_s=round(duration, 3), output_tokens=output_tokens,
         output_throughput=round(output_tokens / duration, 3) if duration > 0 else None,
         request_throughput=round(len(done) / duration, 3) if duration > 0 else None,
         ttft_ms_median=milliseconds(ttft, 50), ttft_ms_p99=milliseconds(ttft, 99),
@@ -218,7 +394,7 @@ def from_bench_serving(record):
         return round(bench_serving_value(record, field), 3)
 
     return dict(
-        completed=completed, failed=prompts - completed, errors=[], duration_s=rounded("duration"),
+        completed=completed, failed=prompts - completed, errors=[], failures=[], duration_s=rounded("duration"),
         output_tokens=bench_serving_value(record, "total_output_tokens", count=True),
         output_throughput=rounded("output_throughput"), request_throughput=rounded("request_throughput"),
         ttft_ms_median=rounded("median_ttft_ms"), ttft_ms_p99=rounded("p99_ttft_ms"),

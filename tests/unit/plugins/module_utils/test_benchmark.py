@@ -286,6 +286,7 @@ def test_the_summary_rounds_to_three_decimals_and_lists_five_errors():
     failures = [dict(ok=False, error="error %d" % index) for index in range(6)]
     assert bench.summary([done] + failures, 0.7777777) == dict(
         completed=1, failed=6, errors=["error 0", "error 1", "error 2", "error 3", "error 4"],
+        failures=[dict(index=index + 1, reason="error %d" % index) for index in range(6)],
         duration_s=0.778, output_tokens=1, output_throughput=1.286, request_throughput=1.286,
         ttft_ms_median=12.346, ttft_ms_p99=12.346, itl_ms_median=1.111, itl_ms_p99=1.111)
 
@@ -301,7 +302,7 @@ def test_bench_serving_output_is_rounded_and_counts_the_prompts_not_completed():
                 output_throughput=93.54321, request_throughput=0.18254, median_ttft_ms=40.12345,
                 p99_ttft_ms=55.00051, median_itl_ms=10.60061, p99_itl_ms=11.90071)
     assert bench.from_bench_serving(line) == dict(
-        completed=16, failed=4, errors=[], duration_s=87.654, output_tokens=8192, output_throughput=93.543,
+        completed=16, failed=4, errors=[], failures=[], duration_s=87.654, output_tokens=8192, output_throughput=93.543,
         request_throughput=0.183, ttft_ms_median=40.123, ttft_ms_p99=55.001, itl_ms_median=10.601,
         itl_ms_p99=11.901)
 
@@ -381,6 +382,311 @@ def test_https_is_spoken_to_an_https_url_and_a_refusal_keeps_its_message():
     assert spoken["ok"] is False and answers.requests == []
     refused = bench.stream_one(answers.url + "/v1/completions", {}, None, 10)
     assert refused == dict(ok=False, error="[Errno %d] %s" % (errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED)))
+
+
+# The built-in client against a hostile server: a real TCP server on 127.0.0.1 that reads each request and then
+# answers with bytes of its choosing. Every test bounds its own time: the server gives up after SERVER_GIVES_UP_S,
+# so a client without its fix ends then too, and the test's elapsed-time assertion fails instead of hanging.
+SERVER_GIVES_UP_S = 4.0
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+
+
+class Hostile(object):
+    """A server on 127.0.0.1 whose answer(connection) writes what it likes once a request was read; requests
+    holds the first line of each request it read, sent the bytes its answers sent."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+        self.answer, self.requests, self.sent = answer, [], 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        import socket
+        import threading
+        while not self.closed.is_set():
+            try:
+                connection, _peer = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(connection,), daemon=True).start()
+
+    def handle(self, connection):
+        connection.settimeout(SERVER_GIVES_UP_S)
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += connection.recv(65536) or b"\r\n\r\n"
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(
+                b"content-length:")]
+            while length and len(body) < length[0]:
+                body += connection.recv(65536)
+            self.requests.append(head.split(b"\r\n")[0].decode())
+            self.answer(self, connection)
+        except OSError:
+            pass  # the client hung up, as it should on a hostile answer
+        finally:
+            connection.close()
+
+    def send(self, connection, data):
+        connection.sendall(data)
+        self.sent += len(data)
+
+    def close(self):
+        self.closed.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def hostile():
+    servers = []
+
+    def start(answer):
+        servers.append(Hostile(answer))
+        return servers[-1]
+    yield start
+    for server in servers:
+        server.close()
+
+
+def timed(call, *args, **options):
+    import time
+    begin = time.monotonic()
+    outcome = call(*args, **options)
+    return outcome, time.monotonic() - begin
+
+
+def drip_forever(server, connection, head=STREAM_HEAD, line=b"data: x"):
+    """head and then line, each a byte at a time, 20 bytes a second, until SERVER_GIVES_UP_S."""
+    import time
+    end = time.monotonic() + SERVER_GIVES_UP_S
+    data = head + line * 10000
+    for index in range(len(data)):
+        if time.monotonic() > end:
+            return
+        server.send(connection, data[index:index + 1])
+        time.sleep(0.05)
+
+
+def events_forever(server, connection):
+    """A valid stream, a chunk every 50 ms, for SERVER_GIVES_UP_S: each read is quick, the whole is not."""
+    import time
+    server.send(connection, STREAM_HEAD)
+    end = time.monotonic() + SERVER_GIVES_UP_S
+    while time.monotonic() < end:
+        server.send(connection, event(" a") + b"\n\n")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("answer", [
+    drip_forever,
+    lambda server, connection: drip_forever(server, connection, head=b"", line=b"HTTP/1.1 200 OK\r\nX: y\r\n"),
+    events_forever,
+], ids=["a line dripped", "headers dripped", "chunks forever"])
+def test_a_request_ends_at_its_deadline_however_the_server_drips(hostile, answer):
+    server = hostile(answer)
+    timing, elapsed = timed(bench.stream_one, server.url + "/v1/completions", {}, None, 0.5)
+    assert timing == dict(ok=False, error="no complete answer within request_timeout=0.5s")
+    assert elapsed < 1.5
+
+
+def test_a_server_that_goes_quiet_just_before_the_deadline_is_waited_for_only_until_it(hostile):
+    import time
+
+    def quiet(server, connection):
+        time.sleep(0.8)
+        server.send(connection, STREAM_HEAD + event(" a") + b"\n\n")
+        time.sleep(SERVER_GIVES_UP_S)
+
+    server = hostile(quiet)
+    timing, elapsed = timed(bench.stream_one, server.url, {}, None, 1.0)
+    assert timing == dict(ok=False, error="no complete answer within request_timeout=1s")
+    assert elapsed < 1.5  # not the 0.8 s and a whole request_timeout more
+
+
+def test_a_line_longer_than_the_bound_is_a_failure_naming_the_bound(hostile):
+    server = hostile(lambda server, connection: server.send(connection, STREAM_HEAD + b"data: " + b"x" * 4096 + b"\n"))
+    assert bench.stream_one(server.url, {}, None, 5, line_limit=1024) == dict(
+        ok=False, error="a line of the answer is longer than the 1024 bytes a line may have")
+
+
+def test_a_line_as_long_as_the_bound_is_read(hostile):
+    line = b"data: " + json.dumps({"choices": [{"text": "x" * (1024 - 40)}]}).encode()
+    line += b" " * (1024 - len(line))
+    server = hostile(lambda server, connection: server.send(connection, STREAM_HEAD + line + b"\r\n\r\n"))
+    assert bench.stream_one(server.url, {}, None, 5, line_limit=1024)["ok"] is True
+
+
+def test_a_64_mib_line_is_refused_at_the_default_bound_without_reading_it_whole(hostile):
+    block = b"x" * (1 << 20)
+
+    def huge(server, connection):
+        server.send(connection, STREAM_HEAD + b"data: ")
+        for _block in range(64):
+            server.send(connection, block)
+
+    server = hostile(huge)
+    timing, elapsed = timed(bench.stream_one, server.url, {}, None, 30)
+    assert timing == dict(ok=False, error="a line of the answer is longer than the 1048576 bytes a line may have")
+    assert elapsed < 5
+    server.close()
+    server.thread.join(5)
+    assert server.sent < 32 << 20  # the client hung up: the server could not send the rest
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b"{not json", "a chunk of the answer is not JSON (Expecting property name enclosed in double quotes: line 1 "
+                   "column 2 (char 1))"),
+    (b"[" * 200000, "a chunk of the answer is not JSON (nested too deep)"),
+    (b"[1, 2]", "a chunk is a list, not an object"),
+    (b"7", "a chunk is a number, not an object"),
+    (b"\"text\"", "a chunk is a string, not an object"),
+    (b"null", "a chunk is null, not an object"),
+    (b"{\"choices\": \"a\"}", "a chunk's choices is a string, not a list"),
+    (b"{\"choices\": {}}", "a chunk's choices is an object, not a list"),
+    (b"{\"choices\": [1]}", "a chunk's choice is a number, not an object"),
+    (b"{\"choices\": [{\"text\": 5}]}", "a choice's text is a number, not a string"),
+    (b"{\"choices\": [{\"delta\": []}]}", "a choice's delta is a list, not an object"),
+    (b"{\"choices\": [{\"delta\": {\"content\": true}}]}", "a choice's delta's content is a boolean, not a string"),
+    (b"{\"choices\": [], \"usage\": [7]}", "a chunk's usage is a list, not an object"),
+    (b"{\"choices\": [], \"usage\": {\"completion_tokens\": \"7\"}}",
+     "usage's completion_tokens is a string, not a count"),
+    (b"{\"choices\": [], \"usage\": {\"completion_tokens\": true}}",
+     "usage's completion_tokens is a boolean, not a count"),
+    (b"{\"choices\": [], \"usage\": {\"completion_tokens\": 1.5}}",
+     "usage's completion_tokens is a number, not a count"),
+    (b"{\"choices\": [], \"usage\": {\"completion_tokens\": -1}}",
+     "usage's completion_tokens is a number, not a count"),
+])
+def test_every_request_of_a_run_that_gets_a_bad_chunk_fails_with_the_reason(hostile, data, reason):
+    good = event(" a") + b"\n\n"
+    server = hostile(lambda server, connection: server.send(connection, STREAM_HEAD + good + b"data: " + data + b"\n\n"
+                                                            + good + b"data: [DONE]\n\n"))
+    chosen = bench.workload("decode-heavy", dict(prompts=3, concurrency=2, output_tokens=2))
+    (results, _duration), elapsed = timed(bench.run, server.url, "completions", "m", chosen, timeout=5)
+    assert len(server.requests) == 3 and elapsed < 5
+    metrics = bench.summary(results, 1.0)
+    assert metrics["completed"] == 0 and metrics["failed"] == 3
+    assert metrics["failures"] == [dict(index=index, reason=reason) for index in range(3)]
+    assert metrics["errors"] == [reason]
+
+
+def test_a_request_that_raises_is_its_own_failure_and_the_worker_goes_on():
+    chosen = bench.workload("decode-heavy", dict(prompts=4, concurrency=1))
+
+    def send(url, body, api_key, timeout):
+        if body["prompt"].startswith("request 1:"):
+            raise RuntimeError("boom")
+        return dict(ok=True, ttft=0.01, itl=[], latency=0.01, output_tokens=1)
+
+    results, _duration = bench.run("http://h:1", "completions", "m", chosen, send=send)
+    metrics = bench.summary(results, 1.0)
+    assert metrics["completed"] == 3 and metrics["failures"] == [dict(index=1, reason="RuntimeError: boom")]
+
+
+def test_the_failures_listed_are_bounded_and_all_are_counted():
+    metrics = bench.summary([dict(ok=False, error="e%d" % index) for index in range(50)], 1.0)
+    assert metrics["failed"] == 50 and len(metrics["failures"]) == bench.FAILURES_SHOWN == 20
+    assert metrics["failures"][-1] == dict(index=19, reason="e19")
+
+
+def test_a_redirect_is_a_failure_with_its_status_and_is_not_followed(hostile):
+    elsewhere = hostile(lambda server, connection: server.send(connection, STREAM_HEAD + event(" a") + b"\n\n"))
+    redirect = ("HTTP/1.1 307 Temporary Redirect\r\nLocation: %s/v1/completions\r\nContent-Length: 0\r\n\r\n"
+                % elsewhere.url).encode()
+    server = hostile(lambda server, connection: server.send(connection, redirect))
+    assert bench.stream_one(server.url + "/v1/completions", {}, "sk-1", 5) == dict(
+        ok=False, error="HTTP 307 Temporary Redirect: redirects are not followed")
+    assert len(server.requests) == 1 and elsewhere.requests == []
+
+
+def test_an_answer_that_is_not_http_is_a_failure(hostile):
+    server = hostile(lambda server, connection: server.send(connection, b"SSH-2.0-OpenSSH_9.6\r\n"))
+    timing = bench.stream_one(server.url, {}, None, 5)
+    assert timing["ok"] is False and "SSH-2.0" in timing["error"]
+
+
+def test_a_refused_connection_fails_every_request_quickly_without_a_traceback(capfd):
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chosen = bench.workload("decode-heavy", dict(prompts=3, concurrency=3))
+    (results, _duration), elapsed = timed(bench.run, "http://127.0.0.1:%d" % port, "chat", "m", chosen, timeout=5)
+    metrics = bench.summary(results, 1.0)
+    assert metrics["failed"] == 3 and elapsed < 5
+    assert [failure["reason"] for failure in metrics["failures"]] == ["[Errno %d] %s" % (
+        errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))] * 3
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("url,problem", [
+    ("ftp://127.0.0.1:30000", "url=ftp://127.0.0.1:30000: the scheme must be http or https"),
+    ("127.0.0.1:30000", "url=127.0.0.1:30000: the scheme must be http or https"),
+    ("http:///v1", "url=http:///v1 names no host"),
+    ("http://:30000", "url=http://:30000 names no host"),
+    ("http://127.0.0.1:0", "url=http://127.0.0.1:0: port 0 is no server's port"),
+    ("http://127.0.0.1:70000", "url=http://127.0.0.1:70000 is not a URL with a port from 1 to 65535"),
+    ("http://127.0.0.1:30k", "url=http://127.0.0.1:30k is not a URL with a port from 1 to 65535"),
+    ("http://[::1:30000", "url=http://[::1:30000 is not a URL with a port from 1 to 65535"),
+    ("http://127.0.0.1:30000/?x=1", "url=http://127.0.0.1:30000/?x=1 has a query or fragment"),
+    ("http://127.0.0.1:30000#top", "url=http://127.0.0.1:30000#top has a query or fragment"),
+    ("http://127.0.0.1:30000/\nHost: x", "url holds a space or a control character"),
+    ("http://127.0.0.1:30000/ a", "url holds a space or a control character"),
+])
+def test_bad_urls_are_refused_before_anything_is_sent_naming_the_option(url, problem):
+    def send(*_args):
+        raise AssertionError("sent")
+
+    with pytest.raises(bench.BenchmarkError) as raised:
+        bench.run(url, "completions", "m", bench.workload("decode-heavy"), send=send)
+    assert str(raised.value).startswith(problem)
+
+
+@pytest.mark.parametrize("url", [
+    "http://bench-user:s3cr3t-pw@127.0.0.1:%d",
+    "https://s3cr3t-pw@127.0.0.1:%d/v1",
+    "ftp://bench-user:s3cr3t-pw@127.0.0.1:%d",
+    "http://bench-user:s3cr3t-pw@127.0.0.1:%d0000",
+    "bench-user:s3cr3t-pw@127.0.0.1:%d",
+    "http://bench-user:s3cr3t%%2Dpw@127.0.0.1:%d",
+    "http://@127.0.0.1:%d",
+])
+def test_credentials_in_the_url_are_refused_and_never_repeated(hostile, url):
+    server = hostile(lambda server, connection: server.send(connection, STREAM_HEAD))
+    url = url % server.port
+    with pytest.raises(bench.BenchmarkError) as raised:
+        bench.run(url, "completions", "m", bench.workload("decode-heavy", dict(prompts=1)), timeout=5)
+    message = str(raised.value)
+    assert message.startswith("url holds credentials (user:password@ before the host), which are never sent")
+    assert "s3cr3t" not in message and "bench-user" not in message and ":%d" % server.port not in message
+    assert server.requests == []
+
+
+def test_the_credentials_of_a_url_are_found_for_masking_as_written_and_decoded():
+    assert bench.url_credentials("http://bench-user:s3cr3t%2Dpw@h:1/p@q") == [
+        "bench-user:s3cr3t%2Dpw", "bench-user:s3cr3t-pw", "s3cr3t%2Dpw", "bench-user", "s3cr3t-pw"]
+    assert bench.url_credentials("http://h:1/a@b") == [] and bench.url_credentials("http://@h") == []
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("inf"), float("nan"), True, "5"])
+def test_a_request_timeout_that_is_no_positive_number_is_refused(timeout):
+    sent = []
+    with pytest.raises(bench.BenchmarkError, match=r"^request_timeout=.* must be a positive number of seconds"):
+        bench.run("http://h:1", "completions", "m", bench.workload("decode-heavy", dict(prompts=1)), timeout=timeout,
+                  send=lambda *args: sent.append(args))
+    assert sent == []
 
 
 BENCH_SERVING_LINE = dict(completed=16, num_prompts=16, duration=87.6, total_output_tokens=8192, output_throughput=93.5,
