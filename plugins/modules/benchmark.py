@@ -30,6 +30,9 @@ description:
     It runs as the virtualenv's owner in an empty environment (as root only when root owns the virtualenv), with
     its result file in a directory of that owner's that the module makes for it; the module reads the result back
     without following a link, at most 16 MiB, and only from a file the owner wrote.
+  - The module fails when no request completed. A run with some failed requests returns its metrics with a warning;
+    the playbook C(blackwell.gpu_node.benchmark) and the filter C(blackwell.gpu_node.benchmark_compare) count it as
+    a regression and never as a baseline.
   - Changes nothing on the node. The playbook C(blackwell.gpu_node.benchmark) keeps the results on the controller and
     compares them.
 extends_documentation_fragment:
@@ -237,6 +240,10 @@ def main():
     metrics = result["metrics"]
     if metrics["completed"] == 0:
         module.fail_json(msg="no request to %s completed: %s" % (url, "; ".join(metrics["errors"])), **result)
+    if metrics["failed"]:
+        module.warn("%d of %d requests to %s failed (%s): the run is no baseline and passes no comparison"
+                    % (metrics["failed"], metrics["failed"] + metrics["completed"], url, "; ".join(metrics["errors"])
+                       or "sglang.bench_serving gives no reasons"))
     module.exit_json(**result)
 
 

@@ -13,7 +13,8 @@ server's ``usage`` says, else one per chunk with text.
 The server's answer is not trusted: each request has one deadline for all of it (every read of the socket gets only
 the time left, so a server that drips a byte at a time cannot stretch it), each line of the answer is read up to a
 bound, every chunk is type-checked, a redirect is not followed, and whatever goes wrong with one request is that
-request's failure, with its reason, while the others go on.
+request's failure, with its reason, while the others go on. A run with a failed request is neither a baseline nor a
+pass of a comparison.
 
 This file imports nothing from Ansible: tests/device/record_benchmark.sh loads it on a GPU host as it is.
 """
@@ -423,29 +424,56 @@ def bench_serving_argv(python, base_url, model_path, chosen, output_file):
             "--output-file", output_file]
 
 
+def run_problem(metrics):
+    """Why a run is no measurement to keep as a baseline or to pass a comparison: a failed request, nothing
+    completed, or counts it does not give; None when every request completed."""
+    completed, failed = metrics.get("completed"), metrics.get("failed")
+    if any(isinstance(count, bool) or not isinstance(count, int) for count in (completed, failed)):
+        return "the run does not say how many of its requests completed and failed"
+    if failed:
+        return "%d of %d requests failed (%s)" % (failed, completed + failed,
+                                                  "; ".join(metrics.get("errors") or []) or "no reason given")
+    if completed == 0:
+        return "no request completed"
+    return None
+
+
 def compare(current, previous, max_drop_percent):
-    """The change of each metric from previous to current, and whether output throughput dropped by more than
-    max_drop_percent. previous None (no earlier result) compares nothing and never fails."""
+    """The change of each metric from previous to current, and whether current is a regression: output throughput
+    dropped by more than max_drop_percent, or current has a failed request (run_problem). previous None (no earlier
+    result) compares nothing and fails only for such a problem. BenchmarkError for a previous run of another
+    workload or with a problem of its own: neither is a baseline."""
+    problem = run_problem(current.get("metrics", {}))
+    refusal = "%s: a run with a failed request neither passes nor becomes a baseline" % problem
     if previous is None:
+        if problem:
+            return dict(baseline=None, changes={}, regression=True, message=refusal)
         return dict(baseline=None, changes={}, regression=False,
                     message="no earlier result for this node and workload: this run is the baseline")
     if previous.get("workload", {}).get("name") != current.get("workload", {}).get("name"):
         raise BenchmarkError("the baseline %s ran workload %s, this run %s: compare runs of one workload"
                              % (previous.get("file"), previous.get("workload", {}).get("name"),
                                 current.get("workload", {}).get("name")))
+    previous_problem = run_problem(previous.get("metrics", {}))
+    if previous_problem:
+        raise BenchmarkError("the baseline %s is no baseline: %s. Compare with a run in which every request "
+                             "completed" % (previous.get("file"), previous_problem))
     changes = {}
     for metric, higher_is_better in METRICS:
         before, after = previous["metrics"].get(metric), current["metrics"].get(metric)
         percent = round((after - before) * 100.0 / before, 1) if before and after is not None else None
         changes[metric] = dict(before=before, after=after, change_percent=percent, higher_is_better=higher_is_better)
     drop = changes["output_throughput"]["change_percent"]
-    regression = current["metrics"].get("completed", 0) == 0 or (drop is not None and -drop > max_drop_percent)
+    dropped = drop is not None and -drop > max_drop_percent
     message = ("output throughput %s -> %s tok/s (%+.1f%%)" % (changes["output_throughput"]["before"],
                                                                changes["output_throughput"]["after"], drop)
                if drop is not None else "output throughput not measured")
-    if regression:
+    if dropped:
         message += ": a drop beyond the allowed %g%%" % max_drop_percent
-    return dict(baseline=previous.get("file"), changes=changes, regression=regression, message=message)
+    if problem:
+        message += "; " + refusal
+    return dict(baseline=previous.get("file"), changes=changes, regression=dropped or problem is not None,
+                message=message)
 
 
 def table(rows):

@@ -111,7 +111,8 @@ def test_bad_workloads_are_named(name, overrides, problem):
 
 def result(throughput, name="decode-heavy", completed=16, ttft=50.0):
     return dict(workload=dict(name=name), file="earlier.json",
-                metrics=dict(completed=completed, output_throughput=throughput, request_throughput=throughput / 512,
+                metrics=dict(completed=completed, failed=0, output_throughput=throughput,
+                             request_throughput=throughput / 512,
                              ttft_ms_median=ttft, ttft_ms_p99=ttft, itl_ms_median=10.0, itl_ms_p99=12.0))
 
 
@@ -687,6 +688,39 @@ def test_a_request_timeout_that_is_no_positive_number_is_refused(timeout):
         bench.run("http://h:1", "completions", "m", bench.workload("decode-heavy", dict(prompts=1)), timeout=timeout,
                   send=lambda *args: sent.append(args))
     assert sent == []
+
+
+def failed_run(throughput=100.0, failed=2):
+    run = result(throughput)
+    run["metrics"].update(failed=failed, errors=["HTTP 503 Service Unavailable"])
+    return run
+
+
+def test_a_run_with_a_failed_request_is_never_a_baseline():
+    comparison = bench.compare(failed_run(), None, 5)
+    assert comparison == dict(baseline=None, changes={}, regression=True, message=(
+        "2 of 18 requests failed (HTTP 503 Service Unavailable): a run with a failed request neither passes nor "
+        "becomes a baseline"))
+    with pytest.raises(bench.BenchmarkError) as raised:
+        bench.compare(result(100.0), dict(failed_run(), file="b.json"), 5)
+    assert str(raised.value) == ("the baseline b.json is no baseline: 2 of 18 requests failed (HTTP 503 Service "
+                                 "Unavailable). Compare with a run in which every request completed")
+
+
+def test_a_run_with_a_failed_request_never_passes_even_when_faster():
+    comparison = bench.compare(failed_run(200.0, failed=1), result(100.0), 5)
+    assert comparison["regression"] is True and comparison["changes"]["output_throughput"]["change_percent"] == 100.0
+    assert comparison["message"] == (
+        "output throughput 100.0 -> 200.0 tok/s (+100.0%); 1 of 17 requests failed (HTTP 503 Service Unavailable): "
+        "a run with a failed request neither passes nor becomes a baseline")
+
+
+def test_a_run_that_does_not_count_its_failures_is_no_measurement():
+    unknown = result(100.0)
+    del unknown["metrics"]["failed"]
+    assert bench.compare(unknown, None, 5)["regression"] is True
+    with pytest.raises(bench.BenchmarkError, match="does not say how many of its requests completed and failed"):
+        bench.compare(result(100.0), unknown, 5)
 
 
 BENCH_SERVING_LINE = dict(completed=16, num_prompts=16, duration=87.6, total_output_tokens=8192, output_throughput=93.5,
