@@ -5,6 +5,7 @@ the gain, a slower one fails the play naming the drop. Its numbers mean nothing 
 import http.server
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -60,6 +61,12 @@ def results(node, pattern="*-decode-heavy.json"):
     return [json.loads(path.read_text()) for path in sorted((node["tmp"] / "results" / "gpu-a").glob(pattern))]
 
 
+def modes(node):
+    """The permission bits of the node's result directory and of each file in it."""
+    directory = node["tmp"] / "results" / "gpu-a"
+    files = set(stat.S_IMODE(path.stat().st_mode) for path in directory.iterdir())
+    return stat.S_IMODE(directory.stat().st_mode), files
+
 
 def test_baseline_then_faster_passes_then_slower_fails_the_play(node):
     serve(node, 100)
@@ -71,6 +78,8 @@ def test_baseline_then_faster_passes_then_slower_fails_the_play(node):
     assert first["argv"][:3] == [node["server"]["python"], "-m", "sglang.launch_server"]
     assert len(first["env_digest"]) == 64 and first["client"] == "builtin"
     assert 50 < first["metrics"]["output_throughput"] < 220
+    # They carry the server's command line: the controller's user alone reads them.
+    assert modes(node) == (0o700, {0o600})
 
     serve(node, 400)
     status, output = benchmark(node)
@@ -135,7 +144,7 @@ def test_a_run_with_a_failed_request_fails_naming_the_node_and_is_never_a_baseli
         (failed,) = results(node, "*-decode-heavy.failed.json")
         assert failed["metrics"]["failed"] == 1 and failed["comparison"]["regression"] is True
         assert failed["metrics"]["failures"] == [dict(index=1, reason="HTTP 503 Service Unavailable")]
-        assert results(node) == []
+        assert results(node) == [] and modes(node) == (0o700, {0o600})
 
         flaky.fail_request = None
         status, output = benchmark(node)
