@@ -587,7 +587,7 @@ def wanted_unit(module, instance, argv, account, secret_flags):
                    start_limit_interval=params["start_limit_interval"],
                    start_limit_burst=params["start_limit_burst"])
     return systemd_unit(params["name"], argv, params["env"], params["log_path"], instance.secret_env_path,
-                        service, secret_flags)
+                        service, secret_flags, sorted(params["secret_env"]))
 
 
 def installed_unit(module, state):

@@ -18,7 +18,7 @@ import subprocess
 import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import OPEN_NO_LINK
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import OPEN_NO_LINK, trusted_directory
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import process_start_time
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import log_path_problem
 
@@ -56,15 +56,19 @@ def open_log(log_path, log_gid=None):
     on the open descriptor, so never through a link.
 
     O_NONBLOCK, so that a FIFO put there cannot block the open; O_NOFOLLOW against links; anything but a
-    regular file is refused naming log_path. Missing directories are created 0755."""
-    log_dir = os.path.dirname(os.path.abspath(log_path))
-    if not os.path.isdir(log_dir):
-        os.makedirs(log_dir, 0o755, exist_ok=True)
+    regular file is refused naming log_path. Its directory must be root's at every level and writable by root
+    alone (missing levels are created so, 0755): systemd opens the log by path (StandardOutput=append:, as
+    root), following any link, so a user who could write the directory could point it at any file of the host.
+    The module opens it through that directory's descriptor."""
+    log_dir, name = os.path.split(os.path.abspath(log_path))
+    directory = trusted_directory(log_dir, "log_path", 0o755)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | OPEN_NO_LINK
     try:
-        descriptor = os.open(log_path, flags, 0o640)
+        descriptor = os.open(name, flags, 0o640, dir_fd=directory)
     except OSError as exc:
         raise InvalidOption(log_path_problem(log_path) or "log_path=%s cannot be opened: %s" % (log_path, exc))
+    finally:
+        os.close(directory)
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
         raise InvalidOption(log_path_problem(log_path) or "log_path=%s is not a regular file" % log_path)

@@ -21,7 +21,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.process
 SECRET_VARIABLE = "BLACKWELL_GPU_NODE_SECRET_ARG"
 
 
-def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_flags=SECRET_FLAGS):
+def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_flags=SECRET_FLAGS, secret_env=()):
     """The unit file text and the secret environment file's variables for argv and env.
 
     service holds `stop_timeout`, `restart_sec`, `start_limit_interval`, `start_limit_burst` and, for a
@@ -30,7 +30,9 @@ def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_fla
 
     Values of secret flags, in both spellings (`--api-key KEY`, `--api-key=KEY`), move to the secret
     environment file, which only root reads, and the unit refers to them as ${...}, which systemd expands
-    when it starts the service."""
+    when it starts the service. secret_env names the variables the file also carries for the server. The unit
+    requires the file whenever it holds anything (EnvironmentFile= without `-`): a missing file must stop the
+    start, not start a server with `--api-key ""` or without its tokens."""
     words, secrets = [], {}
     for index, (word, shown) in enumerate(zip(argv, masked_argv(argv, secret_flags))):
         if word == shown:
@@ -65,9 +67,10 @@ def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_fla
               for item in sorted(env.items())]
     if service.get("user") is not None:
         lines += ["User=%s" % systemd_quote(service["user"]), "Group=%s" % systemd_quote(service["group"])]
+    lines.append("UMask=%04o" % SERVER_UMASK)
+    if secrets or secret_env:
+        lines.append("EnvironmentFile=%s" % systemd_path(secret_env_path))
     lines += [
-        "UMask=%04o" % SERVER_UMASK,
-        "EnvironmentFile=-%s" % systemd_path(secret_env_path),
         "StandardOutput=append:%s" % systemd_path(log_path),
         "StandardError=append:%s" % systemd_path(log_path),
         "Restart=on-failure",

@@ -578,7 +578,8 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_6": "s3cr$t"}
     assert 'Environment="NOTE=a b"' in text and "Environment=SGLANG_STANDIN_STEP=0.05" in text
     assert "StandardOutput=append:/var/log/sglang/sglang.log" in text and "TimeoutStopSec=30" in text
-    assert "EnvironmentFile=-/var/lib/blackwell-gpu-node/sglang.secret.env" in text
+    # Required: a missing file stops the start rather than starting with --api-key "".
+    assert "EnvironmentFile=/var/lib/blackwell-gpu-node/sglang.secret.env" in text
     assert common_systemd.environment_file(dict(secrets, TOKEN='a"b')) == 'BLACKWELL_GPU_NODE_SECRET_ARG_6="s3cr\\$t"\nTOKEN="a\\"b"\n'
 
 
@@ -596,10 +597,10 @@ def test_secret_flags_in_both_spellings_never_reach_the_unit():
 
 def test_environment_keeps_dollars_and_paths_escape_specifiers():
     text, _secrets = sglang_service_files.systemd_unit("sglang", ["/p", "$x"], {"NOTE": "costs $5 at 50%"}, "/var/log/50%/s.log",
-                                       "/state/%h/sglang.secret.env", SERVICE)
+                                       "/state/%h/sglang.secret.env", SERVICE, secret_env=["TOKEN"])
     # Environment= expands no variables, so `$` stays single there; ExecStart= does, so it is doubled.
     assert 'Environment="NOTE=costs $5 at 50%%"' in text and 'ExecStart=/p "$$x"' in text
-    assert "StandardOutput=append:/var/log/50%%/s.log" in text and "EnvironmentFile=-/state/%%h/sglang.secret.env" in text
+    assert "StandardOutput=append:/var/log/50%%/s.log" in text and "EnvironmentFile=/state/%%h/sglang.secret.env" in text
 
 
 def test_environment_file_escapes_what_systemd_unescapes_in_double_quotes():
@@ -838,7 +839,7 @@ def test_the_whole_unit_file():
         "User=sglang",
         "Group=sglang",
         "UMask=0027",
-        "EnvironmentFile=-/var/lib/b/sglang.secret.env",
+        "EnvironmentFile=/var/lib/b/sglang.secret.env",
         "StandardOutput=append:/var/log/sglang/sglang.log",
         "StandardError=append:/var/log/sglang/sglang.log",
         "Restart=on-failure",
@@ -1330,13 +1331,27 @@ def test_a_log_that_cannot_be_opened_says_why(tmp_path, monkeypatch):
     real_open = os.open
 
     def refusing(path, *args, **kwargs):
-        if path == log:
+        if path == "s.log":
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, *args, **kwargs)
     monkeypatch.setattr(sglang_processes.os, "open", refusing)
     with pytest.raises(common_errors.InvalidOption) as raised:
         sglang_processes.open_log(log)
-    assert str(raised.value) == "log_path=%s cannot be opened: [Errno 13] Permission denied: '%s'" % (log, log)
+    assert str(raised.value) == "log_path=%s cannot be opened: [Errno 13] Permission denied: 's.log'" % log
+
+
+def test_a_log_in_a_directory_another_user_can_write_is_refused_before_anything_opens_it(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    os.chown(str(logs), 65534, 65534)
+    with pytest.raises(common_errors.InvalidOption) as raised:
+        sglang_processes.open_log(str(logs / "s.log"))
+    assert str(raised.value).startswith("log_path=%s: %s it belongs to nobody, not to root" % (logs, logs))
+    assert os.listdir(str(logs)) == []
+    os.chown(str(logs), 0, 0)
+    os.chmod(str(logs), 0o777)
+    with pytest.raises(common_errors.InvalidOption, match="its group or others can write it"):
+        sglang_processes.open_log(str(logs / "s.log"))
 
 
 def test_a_log_swapped_for_a_device_after_the_check_is_still_refused(monkeypatch):
@@ -1489,3 +1504,12 @@ def test_an_environment_module_swapped_for_a_fifo_or_grown_past_the_bound_is_ref
         sparse.truncate(8 << 30)
     with pytest.raises(common_errors.InvalidOption):
         sglang_runs_from.runs_from(str(tmp_path))
+
+
+def test_a_unit_without_secrets_needs_no_environment_file_and_one_with_secret_env_requires_it():
+    text, secrets = sglang_service_files.systemd_unit("sglang", ["/v/bin/python"], {}, "/l", "/s/sglang.secret.env",
+                                                      SERVICE)
+    assert secrets == {} and "EnvironmentFile" not in text
+    text, _secrets = sglang_service_files.systemd_unit("sglang", ["/v/bin/python"], {}, "/l", "/s/sglang.secret.env",
+                                                       SERVICE, secret_env=["HF_TOKEN"])
+    assert "\nEnvironmentFile=/s/sglang.secret.env\n" in text
