@@ -218,8 +218,9 @@ def parent_directory(path):
 
 def observe_venv(venv_path):
     """(what the stable path is, its link target, the profile its virtualenv's marker names). The virtualenv is
-    its owner's: only a target that names a profile's virtualenv beside the link is entered, as a directory of
-    that name (no link followed), and its marker is read only as a small regular file."""
+    its owner's: a directory at the stable path, or a link's target that names a profile's virtualenv beside the
+    link, is entered as a directory of that name (no link followed), and its marker is read only as a small
+    regular file."""
     parent, name = parent_directory(venv_path)
     if parent is None:
         return None, None, None
@@ -227,10 +228,12 @@ def observe_venv(venv_path):
         entry = directory_entry(parent, name)
         if entry is None:
             return None, None, None
-        if not is_profile_virtualenv(venv_path, entry["target"]):
+        # A plain virtualenv at the stable path is entered as itself; a link only when it names a profile's.
+        inside = name if entry["kind"] == "directory" else entry["target"]
+        if entry["kind"] != "directory" and not is_profile_virtualenv(venv_path, entry["target"]):
             return entry["kind"], entry["target"], None
         try:
-            venv, _levels = walk(parent, entry["target"], "venv_path")
+            venv, _levels = walk(parent, inside, "venv_path")
         except (OSError, InvalidOption):
             return entry["kind"], entry["target"], None
         try:

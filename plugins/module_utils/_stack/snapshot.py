@@ -53,8 +53,17 @@ PROFILE_SCRIPT = "/etc/profile.d/blackwell-gpu-node-cuda.sh"
 CUDA_LINK = "/usr/local/cuda"
 # Where /usr/local/cuda points when update-alternatives manages it.
 ALTERNATIVE_LINK = "/etc/alternatives/cuda"
-# Where NVIDIA's packages install CUDA X.Y, the only directories a snapshot points /usr/local/cuda at.
-CUDA_HOME = re.compile(r"/usr/local/cuda-[0-9]+\.[0-9]+")
+# The directories a snapshot may point /usr/local/cuda at: a CUDA installation, as NVIDIA's packages make it
+# (/usr/local/cuda-X.Y) or as the cuda role adopts one (cuda_home): an absolute path of plain names, without what
+# ld.so.conf takes for a separator, whose last name says CUDA. "/", "/root" or "/etc" are not.
+CUDA_HOME = re.compile(r"(?:/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*/[A-Za-z0-9._+-]*[Cc][Uu][Dd][Aa][A-Za-z0-9._+-]*")
+# Trees that hold configuration or the kernel's view, never a CUDA installation (/etc/alternatives/cuda is a link).
+NOT_CUDA_HOMES = ("/etc/", "/proc/", "/sys/", "/dev/", "/run/")
+
+
+def is_cuda_home(path):
+    """Whether a snapshot may point /usr/local/cuda at path (CUDA_HOME, outside NOT_CUDA_HOMES)."""
+    return CUDA_HOME.fullmatch(path) is not None and not path.startswith(NOT_CUDA_HOMES)
 DISABLED_SUFFIX = ".disabled-by-blackwell-gpu-node"
 FORMAT = 1
 # Names one snapshot file in <state_dir>/snapshots: no path separator, no "..".
@@ -223,13 +232,13 @@ def _venv_problems(venv, venv_path, problems):
 def _cuda_problems(cuda, problems):
     if cuda["path"] != CUDA_LINK:
         problems.append("cuda.path is %s, not %s" % (_shown(cuda["path"]), CUDA_LINK))
-    home = "a CUDA installation /usr/local/cuda-<major>.<minor>"
-    _shaped(cuda["alternative"], "cuda.alternative", CUDA_HOME.fullmatch, home, problems)
+    home = "a CUDA installation (/usr/local/cuda-<major>.<minor>, or a cuda_home whose last name says cuda)"
+    _shaped(cuda["alternative"], "cuda.alternative", is_cuda_home, home, problems)
     if cuda["alternative"] is not None:
         _shaped(cuda["target"], "cuda.target", lambda target: target == ALTERNATIVE_LINK,
                 "%s, where the cuda alternative manages the link" % ALTERNATIVE_LINK, problems)
     else:
-        _shaped(cuda["target"], "cuda.target", CUDA_HOME.fullmatch, home, problems)
+        _shaped(cuda["target"], "cuda.target", is_cuda_home, home, problems)
 
 
 def _profile_line(line):

@@ -25,6 +25,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     describe,
     facts,
     in_progress_snapshot,
+    is_cuda_home,
     in_progress_text,
     marker_profile,
     name_problem,
@@ -259,7 +260,8 @@ MALFORMED = [
     ("venv.profile with an escape", edited(setting("venv", "profile", "cu128\x1b[2J")), "venv.profile is"),
     ("cuda null", edited(setting("cuda", None)), "cuda is null, not an object"),
     ("cuda.target root's home", edited(lambda s: s["cuda"].update(alternative=None, target="/root")),
-     "cuda.target is '/root', not a CUDA installation /usr/local/cuda-<major>.<minor>"),
+     "cuda.target is '/root', not a CUDA installation (/usr/local/cuda-<major>.<minor>, or a cuda_home whose last "
+     "name says cuda)"),
     ("cuda.target the alternative's link without one", edited(lambda s: s["cuda"].update(alternative=None)),
      "cuda.target is '/etc/alternatives/cuda', not a CUDA installation"),
     ("cuda.target elsewhere with an alternative", edited(setting("cuda", "target", "/tmp/cuda")),
@@ -537,3 +539,12 @@ def test_the_serialized_text_and_the_summary_without_the_server():
     assert serialized(state).startswith('{\n  "format": 1,\n  "server": {\n    "argv": [\n')
     assert summary(state) == '{\n  "format": 1,\n  "venv": {\n    "path": "%s",\n    "target": "%s"\n  }\n}\n' % (
         VENV, OLD)
+
+
+@pytest.mark.parametrize("path, accepted", [
+    ("/usr/local/cuda-13.0", True), ("/usr/local/cuda-12.8", True), ("/opt/nvidia/cuda", True),
+    ("/opt/cuda-13.0.1", True), ("/", False), ("/root", False), ("/etc/alternatives/cuda", False),
+    ("/usr/local/cuda-13.0/../../..", False), ("/opt/cu da", False), ("/opt/cuda:x", False), ("cuda-13.0", False),
+])
+def test_a_snapshot_points_usr_local_cuda_at_a_cuda_installation_only(path, accepted):
+    assert is_cuda_home(path) is accepted
