@@ -806,16 +806,17 @@ def main():
         module.exit_json(**result)
 
     wanted = params["state"] in ("started", "restarted")
-    argv = build_argv(params) if wanted else None
-    account = log_gid = unit = None
+    argv = account = log_gid = unit = None
     if wanted:
         params["manager"], result["manager_reason"] = resolve_manager(params["manager"])
         result["manager"] = params["manager"]
         # Secrets in extra_args (--api-key=KEY) are no option of their own: mask them in all output, the
-        # invocation's echo of extra_args included.
-        module.no_log_values.update(secret_values(argv, secret_flags))
+        # invocation's echo of extra_args included, before anything can fail.
+        module.no_log_values.update(secret_values(params["extra_args"] or [], secret_flags))
         account, log_gid, problems = service_account(params["user"], params["group"], params["log_group"])
         problems += check_options(params)
+        # The command line is built from options that passed their checks only (nnodes > 1 needs dist_init_addr).
+        argv = None if problems else build_argv(params)
         if params["logrotate"] and logrotate_problem(params["log_path"]):
             problems.append(logrotate_problem(params["log_path"]))
         if params["manager"] == "systemd" and path_kind(params["systemd_unit_dir"]) != "directory":

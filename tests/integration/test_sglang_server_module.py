@@ -143,6 +143,14 @@ def test_bad_options_fail_before_anything_starts(server):
     assert not os.path.exists(server["log_path"])
 
 
+def test_several_nodes_without_the_rank_zero_address_are_refused_by_name(server):
+    result = run_module("sglang_server", **dict(server, nnodes=2, node_rank=0))
+    assert result["failed"] is True and "Traceback" not in result.get("module_stderr", ""), result
+    assert result["msg"] == ("Nothing was changed: dist_init_addr='' must be HOST:PORT of the rank-0 node when "
+                             "nnodes > 1")
+    assert not os.path.exists(server["log_path"])
+
+
 def test_port_held_by_someone_else_is_refused(server):
     import socket
     with socket.socket() as other:
