@@ -83,11 +83,12 @@ class LogFollower(object):
 
     def _open(self, start):
         try:
-            # stat first, so that nothing but a regular file is ever opened (opening a device
-            # can have effects of its own); O_NONBLOCK, so that a FIFO swapped in between
-            # cannot block the open; fstat, to check what was really opened.
+            # stat first, so that no device named as log_path is ever opened (opening one can have
+            # effects of its own: /dev/watchdog arms the watchdog). That check is not relied on: the
+            # open follows no link and cannot block on a FIFO swapped in between, and fstat decides
+            # what was really opened.
             refuse_unless_regular(self.path, os.stat(self.path).st_mode)
-            descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return False

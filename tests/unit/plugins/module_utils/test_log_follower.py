@@ -124,6 +124,14 @@ def test_only_regular_files_are_followed(tmp_path, kind):
     assert str(refused.value).startswith("log_path %s is %s, not a regular file" % (path, kind))
 
 
+def test_a_link_is_never_followed_as_a_log(tmp_path):
+    target = tmp_path / "elsewhere.log"
+    append(target, b"secret\n")
+    os.symlink(str(target), str(tmp_path / "server.log"))
+    with pytest.raises(LogPathError, match=r"cannot be read: Too many levels of symbolic links$"):
+        list(LogFollower(str(tmp_path / "server.log")).read_lines())
+
+
 def test_unreadable_log_names_log_path(tmp_path):
     log = tmp_path / "server.log"
     os.symlink(log, log)  # a loop: stat fails with ELOOP, even for root
