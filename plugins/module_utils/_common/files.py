@@ -25,6 +25,7 @@ __metaclass__ = type  # pragma: no mutate
 
 import binascii
 import errno
+import fcntl
 import hashlib
 import os
 import stat
@@ -440,6 +441,20 @@ def directory_entry(directory_fd, name):
                 raise FileRefused("%s changed while it was looked at: run again" % name)
             raise
     return {"kind": mode_kind(info.st_mode), "uid": info.st_uid, "gid": info.st_gid, "target": target}
+
+
+def open_appending(directory_fd, name, mode):
+    """A descriptor appending to the regular file name in the directory, created with mode when missing: opened
+    without following a link or blocking on a FIFO (then made blocking for writes), fstat deciding what it is.
+    FileRefused for anything but a regular file; OSError when it cannot be opened."""
+    descriptor = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | OPEN_NO_LINK, mode,
+                         dir_fd=directory_fd)
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(descriptor)
+        raise FileRefused("%s is a %s, not a regular file" % (name, mode_kind(info.st_mode)))
+    fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return descriptor
 
 
 def remove(directory_fd, name):

@@ -9,7 +9,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type  # pragma: no mutate
 
 import errno
-import fcntl
 import glob
 import os
 import signal
@@ -18,7 +17,11 @@ import subprocess
 import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import OPEN_NO_LINK, trusted_directory
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    FileRefused,
+    open_appending,
+    trusted_directory,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import process_start_time
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import log_path_problem
 
@@ -55,24 +58,21 @@ def open_log(log_path, log_gid=None):
     permission for others (a log of an earlier version was 0644); its group log_gid when given. Both are set
     on the open descriptor, so never through a link.
 
-    O_NONBLOCK, so that a FIFO put there cannot block the open; O_NOFOLLOW against links; anything but a
-    regular file is refused naming log_path. Its directory must be root's at every level and writable by root
+    Opened without following a link or blocking on a FIFO (files.open_appending); anything but a regular file
+    is refused naming log_path. Its directory must be root's at every level and writable by root
     alone (missing levels are created so, 0755): systemd opens the log by path (StandardOutput=append:, as
     root), following any link, so a user who could write the directory could point it at any file of the host.
     The module opens it through that directory's descriptor."""
     log_dir, name = os.path.split(os.path.abspath(log_path))
     directory = trusted_directory(log_dir, "log_path", 0o755)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | OPEN_NO_LINK
     try:
-        descriptor = os.open(name, flags, 0o640, dir_fd=directory)
+        descriptor = open_appending(directory, name, 0o640)
+    except FileRefused:
+        raise InvalidOption(log_path_problem(log_path) or "log_path=%s is not a regular file" % log_path)
     except OSError as exc:
         raise InvalidOption(log_path_problem(log_path) or "log_path=%s cannot be opened: %s" % (log_path, exc))
     finally:
         os.close(directory)
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise InvalidOption(log_path_problem(log_path) or "log_path=%s is not a regular file" % log_path)
-    fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
     if mode & 0o007:
         os.fchmod(descriptor, mode & ~0o007)

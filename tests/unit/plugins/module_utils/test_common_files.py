@@ -1,0 +1,161 @@
+"""_common/files.py: what root reads, writes and walks in a tree another user can change."""
+import errno
+import os
+import stat
+
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import files
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+
+NOBODY = 65534
+
+
+def test_a_regular_file_is_read_with_its_owner_and_mode(tmp_path):
+    (tmp_path / "f").write_bytes(b"abc")
+    os.chmod(str(tmp_path / "f"), 0o640)
+    assert files.read_regular(str(tmp_path / "f"), 10) == {"uid": 0, "gid": 0, "mode": 0o640, "size": 3, "data": b"abc"}
+    assert files.read_regular(str(tmp_path / "missing"), 10) is None
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda path: os.symlink("/etc/shadow", path), "is a symbolic link"),
+    (lambda path: os.symlink("/dev/zero", path), "is a symbolic link"),
+    (os.mkfifo, "is a FIFO, not a regular file"),
+    (os.mkdir, "is a directory, not a regular file"),
+])
+def test_links_fifos_and_directories_are_refused_at_once_without_blocking(tmp_path, make, kind):
+    path = str(tmp_path / "f")
+    make(path)
+    with pytest.raises(files.FileRefused) as refused:
+        files.read_regular(path, 10)
+    assert str(refused.value).startswith("%s %s" % (path, kind))
+
+
+def test_a_file_over_its_bound_is_refused_or_cut_and_never_read_whole(tmp_path):
+    path = str(tmp_path / "sparse")
+    with open(path, "wb") as sparse:
+        sparse.truncate(8 << 30)
+    with pytest.raises(files.FileRefused, match="is larger than the 16 bytes it may hold here"):
+        files.read_regular(path, 16)
+    assert files.read_regular(path, 16, cut=True)["data"] == b"\0" * 16
+    assert files.file_state(path, 16) is None
+    with pytest.raises(files.FileRefused):
+        files.sha1_regular(path, 1 << 20)
+
+
+def test_the_hash_is_of_the_content_read_through_one_descriptor(tmp_path):
+    (tmp_path / "f").write_bytes(b"abc")
+    assert files.sha1_regular(str(tmp_path / "f"), 3) == "a9993e364706816aba3e25717850c26c9cd0d89d"
+    os.mkfifo(str(tmp_path / "fifo"))
+    with pytest.raises(files.FileRefused):
+        files.sha1_regular(str(tmp_path / "fifo"), 3)
+
+
+def test_a_walk_never_takes_a_link_or_dot_dot_and_knows_each_levels_owner(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    os.chown(str(tmp_path / "a"), NOBODY, NOBODY)
+    os.symlink("/etc", str(tmp_path / "a" / "link"))
+    root = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        descriptor, levels = files.walk(root, "a/b", "x")
+        os.close(descriptor)
+        assert [(name, uid) for name, uid, _gid, _mode in levels] == [("a", NOBODY), ("b", 0)]
+        with pytest.raises(files.FileRefused):
+            files.walk(root, "a/link", "x")
+        for relative in ("a/../a", "/a", "a//b", "./a"):
+            with pytest.raises(InvalidOption):
+                files.walk(root, relative, "x")
+        descriptor, levels = files.walk(root, "a/new/deeper", "x", create_mode=0o750, owner=(NOBODY, NOBODY))
+        os.close(descriptor)
+        info = os.lstat(str(tmp_path / "a" / "new" / "deeper"))
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (NOBODY, 0o750)
+    finally:
+        os.close(root)
+
+
+def test_a_directory_is_trusted_only_when_root_alone_can_change_every_level(tmp_path):
+    os.close(files.trusted_directory(str(tmp_path), "state_dir"))  # /tmp is sticky, the levels below root's
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(str(shared), 0o777)
+    with pytest.raises(InvalidOption, match=r"^state_dir=%s/x: %s its group or others can write it \(mode 0777\)" % (
+            shared, shared)):
+        files.trusted_directory(str(shared / "x"), "state_dir", 0o700)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(str(theirs), NOBODY, NOBODY)
+    with pytest.raises(InvalidOption, match="it belongs to nobody, not to root"):
+        files.trusted_directory(str(theirs), "state_dir")
+    os.symlink(str(tmp_path), str(tmp_path / "link"))
+    with pytest.raises(InvalidOption, match="is a symbolic link, not a directory"):
+        files.trusted_directory(str(tmp_path / "link" / "x"), "state_dir", 0o700)
+    created = tmp_path / "new" / "state"
+    os.close(files.trusted_directory(str(created), "state_dir", 0o700))
+    info = os.lstat(str(created))
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o700)
+    with pytest.raises(FileNotFoundError):
+        files.trusted_directory(str(tmp_path / "absent"), "state_dir")
+
+
+def test_a_write_replaces_a_planted_link_and_leaves_nothing_when_it_fails(tmp_path, monkeypatch):
+    target = tmp_path / "target"
+    target.write_text("kept")
+    os.symlink(str(target), str(tmp_path / "f"))
+    directory = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        files.write_atomically(directory, "f", "new", 0o600, (NOBODY, NOBODY))
+        info = os.lstat(str(tmp_path / "f"))
+        assert (target.read_text(), (tmp_path / "f").read_text()) == ("kept", "new")
+        assert (stat.S_ISREG(info.st_mode), info.st_uid, stat.S_IMODE(info.st_mode)) == (True, NOBODY, 0o600)
+
+        def full(descriptor, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(files.os, "write", full)
+        with pytest.raises(OSError):
+            files.write_atomically(directory, "f", "newer", 0o600)
+        assert sorted(os.listdir(str(tmp_path))) == ["f", "target"] and (tmp_path / "f").read_text() == "new"
+    finally:
+        os.close(directory)
+
+
+def test_a_link_is_repointed_in_one_rename_keeping_its_owner_and_nothing_else_is_replaced(tmp_path):
+    os.symlink("old", str(tmp_path / "link"))
+    os.lchown(str(tmp_path / "link"), NOBODY, NOBODY)
+    (tmp_path / "file").write_text("x")
+    directory = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        files.replace_link(directory, "link", "new", str(tmp_path / "link"))
+        assert os.readlink(str(tmp_path / "link")) == "new" and os.lstat(str(tmp_path / "link")).st_uid == NOBODY
+        with pytest.raises(files.FileRefused, match="is a file, not a link"):
+            files.replace_link(directory, "file", "new", str(tmp_path / "file"))
+    finally:
+        os.close(directory)
+
+
+def test_a_directory_below_a_users_home_is_entered_only_as_itself(tmp_path):
+    home = tmp_path / "home"
+    (home / "venv").mkdir(parents=True)
+    os.close(files.open_beneath(str(home / "venv"), "venv_path"))
+    os.rename(str(home / "venv"), str(home / "moved"))
+    os.symlink("/etc", str(home / "venv"))
+    with pytest.raises(InvalidOption, match="is a link or not a directory"):
+        files.open_beneath(str(home / "venv"), "venv_path")
+    with pytest.raises(FileNotFoundError):
+        files.open_beneath(str(home / "absent"), "venv_path")
+
+
+def test_a_tree_is_handed_over_bottom_up_links_themselves_never_their_targets(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "lib" / "site").mkdir(parents=True)
+    (tree / "lib" / "site" / "x.py").write_text("")
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    os.symlink(str(outside), str(tree / "lib" / "link"))
+    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        files.chown_tree(directory, NOBODY, NOBODY)
+    finally:
+        os.close(directory)
+    owners = set(os.lstat(str(path)).st_uid for path in [tree] + list(tree.rglob("*")))
+    assert owners == {NOBODY} and os.lstat(str(outside)).st_uid == 0
