@@ -20,8 +20,8 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import ACCOUNT_NAME
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.service_user import ACCOUNT_NAME
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")

@@ -10,14 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-import re
-
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import ACCOUNT_NAME
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
-
-# POSIX's portable user name (a letter, digit, '.', '_' or '-', not starting with '-'), as useradd and groupadd
-# accept it on Debian and Ubuntu with their default NAME_REGEX: lower-case, starting with a letter or '_', at most
-# 32 characters, an optional trailing '$'.
-ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}[$]?")
 
 
 def _name_problem(variable, value):
