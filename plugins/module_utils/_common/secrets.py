@@ -15,6 +15,8 @@ __metaclass__ = type  # pragma: no mutate
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import printable_text, result_text
+
 # SGLang 0.5.9's flags whose value is a credential.
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
 MASK = "********"
@@ -81,3 +83,10 @@ def masked_text(text, values=(), secret_flags=SECRET_FLAGS):
         return found.group(1) + found.group(2) + MASK
     text = FLAG_IN_TEXT.sub(flag_value, text)
     return _fields(flags).sub(lambda found: "%s='%s'" % (found.group(1), MASK), text)
+
+
+def masked_result_text(text, mask=masked_text):
+    """text as a result may show it (result_text) with the secrets that mask hides masked. Terminal sequences and
+    control characters go first, so that none can split a secret and keep it from being found; lines are cut
+    last, so that a cut cannot leave part of a secret behind."""
+    return result_text(mask(printable_text(text)))

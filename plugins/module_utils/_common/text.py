@@ -53,10 +53,15 @@ TERMINAL_SEQUENCE = re.compile(u"\x1b\\[[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:
 RESULT_CONTROL = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
+def printable_text(text):
+    """text without terminal sequences and control characters, its line ends and tabs kept."""
+    return RESULT_CONTROL.sub(u"", TERMINAL_SEQUENCE.sub(u"", u"%s" % (text,)))
+
+
 def result_line(line, limit=RESULT_LINE_BYTES):
     """One line as a result may show it: terminal sequences and control characters removed, cut to limit bytes
     of UTF-8 (on a character boundary) with the number of bytes left out said at its end."""
-    clean = RESULT_CONTROL.sub(u"", TERMINAL_SEQUENCE.sub(u"", u"%s" % (line,)).replace(u"\n", u" "))
+    clean = printable_text(line).replace(u"\n", u" ")
     data = clean.encode("utf-8")
     if len(data) <= limit:
         return clean

@@ -1,6 +1,9 @@
+import functools
+
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
     MASK,
     masked_argv,
+    masked_result_text,
     masked_text,
     secret_values,
 )
@@ -53,3 +56,10 @@ def test_the_whole_masked_server_args_line_and_a_flag_of_any_case():
     line = "server_args=ServerArgs(api_key='s3', admin_api_key=\"k9\", port=1)"
     assert masked_text(line) == "server_args=ServerArgs(api_key='%s', admin_api_key='%s', port=1)" % (MASK, MASK)
     assert masked_text("XAI_key='v' key='w'", secret_flags=("--XAI-key",)) == "XAI_key='%s' key='w'" % MASK
+
+
+def test_a_result_text_is_masked_after_its_escapes_go_and_before_its_lines_are_cut():
+    mask = functools.partial(masked_text, values=["p4ssw0rd"])
+    text = "login p4ss\x1b[1mw0rd\n" + "x" * 2044 + "p4ssw0rd --api-key=\x1b[0mk-1"
+    assert masked_result_text(text, mask) == "login %s\n%s [... %d bytes cut]" % (
+        MASK, "x" * 2044 + MASK[:4], len(MASK) - 4 + len(" --api-key=") + len(MASK))
