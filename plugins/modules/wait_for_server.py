@@ -40,6 +40,10 @@ description:
   - Secrets never reach the result. The values of the C(api_key) and C(admin_api_key) fields of SGLang's
     start-up C(server_args=ServerArgs(...)) line (and of the fields of O(secret_flags)), and the values of
     O(mask), are replaced by C(********) in RV(last_lines), RV(ready_line), RV(failure) and the message.
+  - Every text taken from the log is returned without terminal escape sequences and control characters, each
+    line cut to 2 KiB (the number of bytes cut said at its end), so that no log line can make a result of
+    megabytes or act on the terminal that shows it. A traceback of more than 200 lines is returned as its first
+    100 and its last 100 lines, with the number left out between them.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
@@ -225,7 +229,8 @@ failure:
       description: The rank prefix of the lines (C(TP3), C(DP0 TP3)); empty for the main process.
       type: str
     traceback:
-      description: The whole traceback, that rank's lines only (masked, see O(mask)); empty when there was none.
+      description: The traceback, that rank's lines only (masked, see O(mask); its first and last 100 lines when
+        it is longer); empty when there was none.
       type: str
     diagnosis:
       description: The known cause and its fix, or null.

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+import collections
 import re
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
@@ -30,6 +31,11 @@ PREFIXED = re.compile(
     r"\[(?P<time>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: [A-Z]{2,3}\d+)*)\] ?(?P<message>.*)$"
 )
 TRACEBACK_START = "Traceback (most recent call last):"
+# A traceback is kept as its first and its last lines (the outermost frames of the first exception; the innermost
+# frames and the exception line of the last), so that one of a million lines costs neither memory nor a result
+# of megabytes.
+TRACEBACK_HEAD_LINES = 100
+TRACEBACK_TAIL_LINES = 100
 CHAINED = re.compile(
     r"^(During handling of the above exception, another exception occurred:"
     r"|The above exception was the direct cause of the following exception:)$"
@@ -107,11 +113,18 @@ class _Traceback(object):
     def __init__(self, ranks, first_line):
         self.ranks = ranks
         self.lines = [first_line]
+        self.last_lines = collections.deque(maxlen=TRACEBACK_TAIL_LINES)
+        self.left_out = 0
         self.exception_line = None
 
     def add(self, line):
         """Take an unprefixed continuation line."""
-        self.lines.append(line)
+        if len(self.lines) < TRACEBACK_HEAD_LINES:
+            self.lines.append(line)
+        else:
+            if len(self.last_lines) == TRACEBACK_TAIL_LINES:
+                self.left_out += 1
+            self.last_lines.append(line)
         if not line.strip() or CHAINED.match(line) or TRACEBACK_START in line:
             if self.exception_line is not None and TRACEBACK_START in line:
                 self.exception_line = None  # a chained traceback follows
@@ -124,7 +137,8 @@ class _Traceback(object):
         cause = self.exception_line or "%s (traceback cut off before its exception line)" % (
             opening or "Python traceback"
         )
-        return Failure(cause, self.ranks, self.lines)
+        left_out = ["[... %d lines of the traceback left out]" % self.left_out] if self.left_out else []
+        return Failure(cause, self.ranks, self.lines + left_out + list(self.last_lines))
 
 
 class StartupClassifier(object):

@@ -8,7 +8,8 @@ Each poll reads only the log's new bytes (a bounded amount), classifies them, ch
 the watched process is still there and, once the ready line is seen, optionally asks a
 health URL. Clock, sleep, process check and health probe are parameters, so tests drive it.
 Everything it returns from the log goes through ``mask``, so that secrets the server logs
-(its start-up ``server_args`` line holds ``api_key``) never reach a result.
+(its start-up ``server_args`` line holds ``api_key``) never reach a result, and is shown
+as a result may show it (``masked_result_text``: no terminal escapes, lines of 2 KiB at most).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,7 +23,7 @@ import socket
 import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_result_text, masked_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import diagnose
 
@@ -153,9 +154,9 @@ class Waiter(object):
         return {
             "elapsed": round(elapsed, 3),
             "offset": self.follower.offset,
-            "ready_line": None if ready_line is None else self.mask(ready_line),
+            "ready_line": None if ready_line is None else masked_result_text(ready_line, self.mask),
             "health_status": self.health_status,
-            "last_lines": [self.mask(line) for line in self.tail],
+            "last_lines": [masked_result_text(line, self.mask) for line in self.tail],
         }
 
     def _ready(self, elapsed):
@@ -171,7 +172,8 @@ class Waiter(object):
                 "traceback": "",
                 "diagnosis": diagnose("\n".join(self.tail), self.catalogue),
             }
-        failure.update(cause=self.mask(failure["cause"]), traceback=self.mask(failure["traceback"]))
+        failure.update(cause=masked_result_text(failure["cause"], self.mask),
+                       traceback=masked_result_text(failure["traceback"], self.mask))
         result = self._result(elapsed)
         # The message again as a whole: the timeout's cause can quote the health URL too.
         result.update(ready=False, failure=failure,

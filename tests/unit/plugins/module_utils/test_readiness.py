@@ -336,3 +336,27 @@ def test_a_process_of_another_user_is_judged_by_its_stat(tmp_path, monkeypatch):
 def test_a_probe_failure_without_words_is_named_by_its_type():
     assert probe_failure(RuntimeError("the socket closed"), "h") == "the socket closed"
     assert probe_failure(urllib.error.URLError(OSError()), "h") == "OSError"
+
+
+def test_every_text_of_a_failure_is_cut_and_rid_of_terminal_escapes():
+    lines = ["\x1b[1m[2026-01-01 12:00:00] Load weight begin.\x1b[0m " + "x" * (4 << 20),
+             "Traceback (most recent call last):", '  File "a.py", line 1, in <module>\x1b]0;pwned\x07',
+             "RuntimeError: \x1b[31mboom\x1b[0m " + "y" * (4 << 20)]
+    failed = wait(ScriptedLog(lines), pid=4242, alive=lambda pid: False)
+    texts = [failed["failure"]["cause"]] + failed["last_lines"] + failed["failure"]["traceback"].split("\n")
+    for text in texts:
+        assert "\x1b" not in text and "\x07" not in text and len(text.encode()) < 2100, text[:80]
+    # The message's lines are those texts, the first after the words that say how long the wait took.
+    for text in failed["msg"].split("\n"):
+        assert "\x1b" not in text and "\x07" not in text and len(text.encode()) < 2200, text[:80]
+    assert failed["failure"]["cause"].startswith("RuntimeError: boom yyy")
+    assert failed["last_lines"][0].startswith("[2026-01-01 12:00:00] Load weight begin. xxx")
+    assert len(repr(failed)) < 20 * 2100
+
+
+def test_a_secret_split_by_a_terminal_escape_or_at_the_cut_is_masked_whole():
+    mask = functools.partial(masked_text, values=["p4ssw0rd"])
+    at_the_cut = "x" * 2044 + "p4ssw0rd"
+    result = wait(ScriptedLog(["[2026-01-01 12:00:00] login p4ss\x1b[0mw0rd", at_the_cut, READY]), mask=mask)
+    assert "p4ss" not in repr(result) and "w0rd" not in repr(result)
+    assert result["last_lines"][0] == "[2026-01-01 12:00:00] login " + MASK

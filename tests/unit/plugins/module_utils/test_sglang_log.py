@@ -346,3 +346,13 @@ def test_a_chained_line_after_an_exception_group_waits_for_the_next_traceback(ch
     complete = lines + ["Traceback (most recent call last):", '  File "/opt/ml-env/bin/x.py", line 4, in <module>',
                         '    raise RuntimeError("y")', "RuntimeError: y"]
     assert classify(complete).failure.cause == "RuntimeError: y"
+
+
+def test_a_traceback_of_a_million_lines_is_kept_as_its_first_and_last_lines():
+    lines = ["Traceback (most recent call last):"] + ['  File "a.py", line %d, in f' % n for n in range(10 ** 6)]
+    failure = classify(lines + ["RecursionError: deep"]).failure.as_dict()
+    kept = failure["traceback"].split("\n")
+    assert failure["cause"] == "RecursionError: deep" and len(kept) == 201
+    assert kept[:100] == lines[:100] and kept[-1] == "RecursionError: deep"
+    assert kept[100] == "[... %d lines of the traceback left out]" % (10 ** 6 + 2 - 200)
+    assert kept[101:-1] == lines[-99:]
