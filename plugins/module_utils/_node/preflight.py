@@ -13,7 +13,6 @@ __metaclass__ = type  # pragma: no mutate
 
 import json
 import os
-import pwd
 import re
 import stat
 
@@ -25,6 +24,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric im
     decision,
     version_problems,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import FAMILY_NAMES, family_of, os_id
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import profile_virtualenv
 
@@ -428,14 +428,6 @@ def free_space(venv_path):
                 free_bytes=filesystem.f_bavail * filesystem.f_frsize)
 
 
-def user_exists(name):
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
-
-
 def venv_python_state(returncode, stdout, stderr):
     """What ml_stack's inspect_python.py printed, or {error} when the interpreter did not run it."""
     if returncode == 0:
@@ -459,7 +451,7 @@ def observe(settings, facts, gpu, venv_python, fabric_packages, port_state, host
         reboot_required_packages=packages, model=model_state(settings),
         disk=free_space(venv_path) if venv_path is not None else {}, port_state=port_state,
         venv_python=venv_python,
-        service_user_exists=not settings.get("service_user_create") and user_exists(settings["service_user_name"]),
+        service_user_exists=not settings.get("service_user_create") and account(settings["service_user_name"]) is not None,
         fabric_packages=fabric_packages, peers=peers)
 
 

@@ -13,11 +13,10 @@ import grp
 import hashlib
 import json
 import os
-import pwd
 import re
 import socket
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import group_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account, group_name
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import nearest_existing, path_kind
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import SYSTEMD_RUNTIME_DIR
@@ -108,27 +107,24 @@ def service_account(user, group=None, log_group=None):
     is None (the server runs as the module's own user, root). Its `groups` are the user's supplementary groups
     (membership of `video` or `render` may be what opens /dev/nvidia*), `home` where caches such as HF_HOME
     go."""
-    problems, account, log_gid = [], None, None
+    problems, found, log_gid = [], None, None
     if user is not None:
-        try:
-            entry = pwd.getpwnam(user)
-        except KeyError:
+        found = account(user)
+        if found is None:
             problems.append("user=%s does not exist on this host (sglang_server_user in the role): create it "
                             "first, with the role blackwell.gpu_node.service_user, or name an existing user"
                             % user)
         else:
-            account = {"user": entry.pw_name, "uid": entry.pw_uid, "gid": entry.pw_gid, "home": entry.pw_dir,
-                       "group": group_name(entry.pw_gid),
-                       "groups": sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid)) - set([entry.pw_gid]))}
+            found["group"] = group_name(found["gid"])
     if group is not None and user is None:
         problems.append("group=%s is given without user: name the user the server runs as" % group)
     elif group is not None:
         gid = _group_id(group, "group", "create it, or leave it unset for the user's own group", problems)
-        if gid is not None and account is not None:
-            account.update(gid=gid, group=group)
+        if gid is not None and found is not None:
+            found.update(gid=gid, group=group)
     if log_group is not None:
         log_gid = _group_id(log_group, "log_group", "create the group, or leave it unset", problems)
-    return account, log_gid, problems
+    return found, log_gid, problems
 
 
 def _group_id(name, option, fix, problems):

@@ -65,3 +65,9 @@ def test_output_and_files_are_bounded(tmp_path):
 def test_a_run_as_a_user_really_runs_as_that_user():
     rc, out, _err = owner.run_as_owner(NOBODY, ["/usr/bin/id", "-u"], "venv_path", timeout=30)
     assert (rc, out.strip()) == (0, str(NOBODY))
+
+
+def test_accounts_are_looked_up_by_name_with_their_supplementary_groups():
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account, user_name
+    assert account("nobody")["uid"] == NOBODY and user_name(NOBODY) == "nobody"
+    assert account("nobody-here-at-all") is None and user_name(4242) is None

@@ -8,7 +8,6 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
     observe,
     refusal,
     reboot_required_state,
-    user_exists,
     venv_python_state,
 )
 
@@ -83,11 +82,6 @@ def test_an_interpreter_that_fails_gives_its_error_output_or_exit_status():
 
 def test_an_interpreter_that_prints_no_json_is_an_error_not_a_traceback():
     assert venv_python_state(0, "Python 2.7\n", "") == dict(error="it printed no JSON: Python 2.7")
-
-
-def test_users_are_looked_up_by_name():
-    assert user_exists(pwd.getpwuid(os.getuid()).pw_name) is True
-    assert user_exists("nobody-here-at-all") is False
 
 
 def test_observe_gathers_every_input_of_evaluate(tmp_path):
