@@ -80,7 +80,8 @@ EXAMPLES = r"""
 RETURN = r"""
 verdict:
   description: One line - whether the server runs, and when the chosen launch failed its cause line, diagnosis
-    and fix, or the OOM kill or Xid that ended it.
+    and fix, or the OOM kill or Xid that ended it. An OOM kill matched to the server by a name only is said to
+    be of a process named like the server's, of which it is not known whether it was the server's.
   returned: always
   type: str
   sample: "not running; the latest launch failed: RuntimeError: ... [cudnn_check] Fix: Set SGLANG_DISABLE_CUDNN_CHECK=1 ..."
@@ -186,15 +187,24 @@ kernel:
       description: The launch's start, in seconds since boot.
       type: float
     oom_kills:
-      description: The OOM killer's kills since the launch (the first 50), each with C(pid), C(name), C(scope)
-        (V(system) or V(memory cgroup)), C(anon_rss_kb), C(time), C(line) and C(server), which says how it was
-        matched to the server, V(pid), V(sglang process title) or V(process name) (the server's interpreter's name,
-        which another process can share), or V(false).
+      description:
+        - The OOM killer's kills since the launch (the first 50), each with C(pid), C(name), C(scope) (V(system)
+          or V(memory cgroup)), C(anon_rss_kb), C(time), C(line), C(server) and C(matched_by).
+        - "Only the kernel's own messages count - C(Out of memory: Killed process), C(Memory cgroup out of memory:
+          Killed process) or an older kernel's C(Killed process) at the start of the message."
+        - C(server) is V(true) only when the pid is the launch's, or one of its process group's while it runs.
+        - C(matched_by) says how the event was matched to the server - V(pid); V(sglang process title) or
+          V(process name) (the server's interpreter's name) when only a name fits, which any user's process can
+          have, so C(server) is then V(false) and RV(verdict) does not conclude that the server was killed; null
+          when nothing matched.
       type: list
       elements: dict
     xids:
-      description: NVIDIA Xid errors since the launch (the first 50), each with C(xid), C(device), C(pid), C(name),
-        C(detail), C(meaning) and C(action) (null for an Xid outside the common ones), C(time), C(line), C(server).
+      description:
+        - NVIDIA Xid errors since the launch (the first 50), each with C(xid), C(device), C(pid), C(name),
+          C(detail), C(meaning) and C(action) (null for an Xid outside the common ones), C(time), C(line),
+          C(server) and C(matched_by), as for RV(kernel.oom_kills).
+        - "Only a message that starts with the driver's C(NVRM: Xid () counts."
       type: list
       elements: dict
     oom_kill_count:

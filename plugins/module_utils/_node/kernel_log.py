@@ -12,6 +12,11 @@ traceback in its own log; the kernel log says what happened. Lines come from
 of a process's start time in /proc/<pid>/stat, so "since the launch" is a comparison;
 lines with a wall-clock time only (``dmesg -T``) cannot be dated against a launch and
 count only when no launch time is given.
+
+The kernel's messages quote what users choose (a ``traps:`` line names the file a
+faulting process ran from), so an event is read only from a message that begins with
+the driver's or the OOM killer's own words, and a process is taken for the server's only
+by its pid: names and titles are anyone's to take.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,9 +29,16 @@ import re
 import subprocess
 import time
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
+
 KMSG = re.compile(r"(?P<priority>\d+),(?P<sequence>\d+),(?P<usec>\d+),[^;]*;(?P<message>.*)")
-# printk's own time, in dmesg, journalctl -o short-monotonic and syslog files alike.
-UPTIME = re.compile(r"\[\s*(?P<seconds>\d+\.\d+)\]")
+# What syslog and the journal put before a kernel message: "<date> <host> kernel: " (the host may be left out),
+# journalctl -o short-monotonic's "[<seconds>] <host> kernel: ", or a bare "kernel: ".
+LOGGER_PREFIX = re.compile(
+    r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.,+-]+)(?: [\w.-]+)? "
+    r"|\[\s*(?P<seconds>\d+\.\d+)\] [\w.-]+ )?kernel: ")
+# printk's own time, in dmesg and syslog files, or dmesg --ctime's wall-clock time.
+PRINTK_TIME = re.compile(r"\[\s*(?P<seconds>\d+\.\d+)\] ?|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ")
 XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\): "
     r"(?P<xid>\d+), (?P<detail>.*)")
@@ -35,7 +47,9 @@ XID_PROCESS = re.compile(r"pid=(?P<pid>'[^']*'|\d+), (?:name=(?P<name>[^,]*), )?
 # "Out of memory: Killed process", "Memory cgroup out of memory: Killed process", and older kernels'
 # "Killed process N (comm), UID ..." after a "Kill process ... or sacrifice child" line. A comm can hold
 # parentheses ("(resolved)"), hence the lazy match up to ") " or "),".
-OOM_KILL = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>.*?)\)(?=[ ,]|$)")
+OOM_KILL = re.compile(
+    r"(?:(?P<cgroup>Memory cgroup out of memory: )|Out of memory: )?Killed process (?P<pid>\d+) "
+    r"\((?P<name>.*?)\)(?=[ ,]|$)")
 ANON_RSS = re.compile(r"anon-rss:(?P<kb>[\d,]+)kB")
 
 # Bounds: an Xid storm logs thousands of lines; the first ones after a launch are the cause, what follows
@@ -86,15 +100,19 @@ XID_MEANINGS = {
 
 
 def split_line(line):
-    """(seconds since boot or None, the kernel's message) of one line of any of the supported formats."""
+    """(seconds since boot or None, the kernel's message) of one line of any of the supported formats: the
+    prefixes are taken from the line's start only, so that the message is what the kernel wrote."""
     line = line.rstrip("\r\n")
     record = KMSG.match(line)
     if record:
         return int(record.group("usec")) / 1e6, record.group("message")
-    uptime = UPTIME.search(line)
-    if uptime:
-        return float(uptime.group("seconds")), line[uptime.end():].lstrip()
-    return None, line
+    logger = LOGGER_PREFIX.match(line)
+    seconds = logger.group("seconds") if logger else None
+    message = line[logger.end():] if logger else line
+    printk = PRINTK_TIME.match(message)
+    if printk:
+        seconds, message = printk.group("seconds") or seconds, message[printk.end():]
+    return (None if seconds is None else float(seconds)), message
 
 
 def _xid_event(match):
@@ -108,52 +126,53 @@ def _xid_event(match):
         detail = detail[process.end():]
     number = int(match.group("xid"))
     meaning, action = XID_MEANINGS.get(number, (None, None))
-    return {"xid": number, "device": match.group("device"), "pid": pid, "name": name, "detail": detail,
+    return {"xid": number, "device": match.group("device"), "pid": pid, "name": name, "detail": result_line(detail),
             "meaning": meaning, "action": action}
 
 
 def _oom_event(match, message):
     rss = ANON_RSS.search(message)
     return {"pid": int(match.group("pid")), "name": match.group("name"),
-            "scope": "memory cgroup" if "Memory cgroup" in message else "system",
+            "scope": "memory cgroup" if match.group("cgroup") else "system",
             "anon_rss_kb": int(rss.group("kb").replace(",", "")) if rss else None}
 
 
 def kernel_events(lines, since=None, server_pids=(), server_names=()):
     """OOM kills and Xids in lines, at or after since (seconds since boot) when it is given.
 
-    An event is the server's (``server``: how it was matched, or False) when its pid is one of server_pids, its
-    process name is an SGLang process title (``sglang::``) or (the least certain) its process name (the
-    kernel's comm, 15 characters at most) is one of server_names:
-    SGLang's scheduler processes are children with pids of their own, and inside a container the kernel
-    names host pids."""
+    An event is the server's (``server``) only when its pid is one of server_pids. ``matched_by`` says how it
+    was matched: ``pid``, or, where only a name fits, ``sglang process title`` (a ``sglang::`` title, which
+    SGLang gives its scheduler children, pids of their own) or ``process name`` (the kernel's comm, 15
+    characters at most, is one of server_names): any user can run a process of that title or name, so such an
+    event may be another's."""
     found = {"oom_kills": [], "xids": [], "oom_kill_count": 0, "xid_count": 0}
     pids = set(server_pids)
     names = set(name[:15] for name in server_names if name)
 
-    def ours(event):
-        """How the event was matched to the server, most certain first; False when it was not."""
+    def matched_by(event):
+        """How the event was matched to the server, most certain first; None when it was not."""
         name = event.get("name") or ""
         if event["pid"] in pids:
             return "pid"
         if name.startswith("sglang::"):
             return "sglang process title"
-        # Any other process of the same interpreter matches too: the verdict says so.
-        return "process name" if name in names else False
+        return "process name" if name in names else None
 
     for line in lines:
         seconds, message = split_line(line)
         if since is not None and (seconds is None or seconds < since):
             continue
-        xid = XID.search(message)
-        oom = None if xid else OOM_KILL.search(message)
+        xid = XID.match(message)
+        oom = None if xid else OOM_KILL.match(message)
         if xid:
             event, kind = _xid_event(xid), "xid"
         elif oom:
             event, kind = _oom_event(oom, message), "oom_kill"
         else:
             continue
-        event.update(time=seconds, line=message.strip(), server=ours(event))
+        how = matched_by(event)
+        event.update(time=seconds, line=result_line(message.strip()), server=how == "pid", matched_by=how,
+                     name=None if event["name"] is None else result_line(event["name"]))
         found[kind + "_count"] += 1
         if len(found[kind + "s"]) < MAX_EVENTS:
             found[kind + "s"].append(event)

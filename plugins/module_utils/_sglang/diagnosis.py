@@ -118,6 +118,11 @@ def gpu_processes(run=subprocess.run):
     return processes, None
 
 
+def _oom_kill(event):
+    return "%s: pid %d %s%s" % (event["scope"], event["pid"], event["name"],
+                                ", %d kB resident" % event["anon_rss_kb"] if event["anon_rss_kb"] else "")
+
+
 def verdict(report):
     """One line for the operator: whether the server runs and, when the chosen launch failed, why."""
     state = report.get("state") or {}
@@ -131,6 +136,8 @@ def verdict(report):
     log = report.get("log") or {}
     kernel = report.get("kernel") or {}
     killed = [event for event in kernel.get("oom_kills", []) if event["server"]]
+    # Matched by a name only: anyone's process can have it, so such a kill is told, not concluded.
+    suspects = [event for event in kernel.get("oom_kills", []) if event["matched_by"] and not event["server"]]
     xids = [event for event in kernel.get("xids", []) if event["meaning"] and event["xid"] != 45]
     back = report["launch"].get("back", 0)
     which = "the latest launch" if not back else "the launch %d before the latest" % back
@@ -142,21 +149,23 @@ def verdict(report):
             return "%s; %s failed: %s [%s] Fix: %s" % (head, which, cause, diagnosis["id"], diagnosis["fix"])
         return "%s; %s failed: %s" % (head, which, cause)
     if killed:
-        event = killed[0]
-        return "%s; %s was killed by the kernel's OOM killer (%s: pid %d %s%s%s): give the host (or its container " \
-            "or cgroup) more memory, or stop what else uses it" % (
-                head, which, event["scope"], event["pid"], event["name"],
-                ", %d kB resident" % event["anon_rss_kb"] if event["anon_rss_kb"] else "",
-                "; matched by process name only, so possibly another process of that name"
-                if event["server"] == "process name" else "")
+        return "%s; %s was killed by the kernel's OOM killer (%s): give the host (or its container or cgroup) more " \
+            "memory, or stop what else uses it" % (head, which, _oom_kill(killed[0]))
     if xids:
         event = xids[0]
         return "%s; GPU %s reported Xid %d since %s: %s. %s" % (
             head, event["device"], event["xid"], which, event["meaning"], event["action"])
-    unexplained = "" if kernel.get("readable") else " (%s)" % kernel.get("problem")
+    suspect = ""
+    if suspects:
+        suspect = "; since %s the kernel's OOM killer killed a process named like the server's (%s), matched by " \
+            "its %s only: it is not known whether it was the server's" % (
+                which, _oom_kill(suspects[0]), suspects[0]["matched_by"])
+    unexplained = " (%s)" % kernel["problem"] if kernel.get("problem") else ""
     if log.get("ready_line"):
         if state.get("running") or back:
-            return "%s; %s got ready" % (head, which)
+            return "%s; %s got ready%s" % (head, which, suspect)
+        if suspect:
+            return "%s; %s got ready, then ended without a traceback in its log%s" % (head, which, suspect)
         return "%s; %s got ready, then ended without a traceback in its log or a kill in the kernel's%s" % (
             head, which, unexplained)
-    return "%s; %s shows no failure and no ready line%s" % (head, which, unexplained)
+    return "%s; %s shows no failure and no ready line%s%s" % (head, which, unexplained, suspect)

@@ -77,16 +77,76 @@ def test_kmsg_records_are_dated_by_their_microseconds():
     assert core.kernel_events(records, since=12867.3)["oom_kills"] == []
 
 
-def test_the_server_is_recognised_by_pid_name_or_sglang_title():
+def test_the_server_is_concluded_by_pid_only_and_a_name_or_sglang_title_is_reported_as_such():
     text = ["[10.0] Out of memory: Killed process 7 (python3) anon-rss:1kB",
             "[11.0] Out of memory: Killed process 8 (sglang::schedul) anon-rss:1kB",
             "[12.0] Out of memory: Killed process 9 (postgres) anon-rss:1kB",
             "[13.0] NVRM: Xid (PCI:0000:9b:00): 94, pid=9, name=postgres, Contained ECC error"]
     found = core.kernel_events(text, server_pids=[9])
-    assert [event["server"] for event in found["oom_kills"]] == [False, "sglang process title", "pid"]
+    assert [(event["server"], event["matched_by"]) for event in found["oom_kills"] + found["xids"]] == [
+        (False, None), (False, "sglang process title"), (True, "pid"), (True, "pid")]
     found = core.kernel_events(text, server_names=["python3"])
-    assert [event["server"] for event in found["oom_kills"] + found["xids"]] == [
-        "process name", "sglang process title", False, False]
+    assert [(event["server"], event["matched_by"]) for event in found["oom_kills"] + found["xids"]] == [
+        (False, "process name"), (False, "sglang process title"), (False, None), (False, None)]
+
+
+def test_an_oom_kill_of_another_users_sglang_scheduler_is_matched_by_title_and_not_concluded():
+    # Another user's SGLang on the same host: its scheduler has the same title as the server's, not its pid.
+    (event,) = core.kernel_events([
+        "[20.0] Memory cgroup out of memory: Killed process 5151 (sglang::schedul) total-vm:1kB, anon-rss:9kB, "
+        "file-rss:0kB, shmem-rss:0kB, UID:1001 pgtables:1kB oom_score_adj:0"], server_pids=[4242, 4243])["oom_kills"]
+    assert (event["pid"], event["server"], event["matched_by"]) == (5151, False, "sglang process title")
+
+
+@pytest.mark.parametrize("line", [
+    # A process's file name is the user's to choose, and a trap names the file the process faulted in.
+    "[ 42.000000] traps: python3[4242] general protection fault ip:7f0e5a1b2c3d sp:7ffd0e1f2a3b error:0 in "
+    "NVRM: Xid (PCI:0000:01:00): 79, pid=4242, name=python3, GPU has fallen off the bus.[7f0e5a000000+2000]",
+    "6,900,42000000,-;traps: python3[4242] trap invalid opcode ip:7f0e5a1b2c3d sp:7ffd0e1f2a3b error:0 in "
+    "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.[7f0e5a000000+2000]",
+    # A program's own syslog line is no kernel message, whatever it says.
+    "May 18 19:02:39 node7 myprog[99]: NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.",
+    "[ 42.000000] audit: comm=\"NVRM: Xid (PCI:0000:01:00): 79, x\" exe=\"/tmp/a\"",
+])
+def test_an_xid_quoted_inside_another_message_is_no_xid(line):
+    assert core.kernel_events([line], server_pids=[4242]) == {
+        "oom_kills": [], "xids": [], "oom_kill_count": 0, "xid_count": 0}
+
+
+@pytest.mark.parametrize("line", [
+    # The file a process faulted in is named by the kernel, and its name is the user's to choose.
+    "[ 42.000000] python3[4242]: segfault at 0 ip 0 sp 0 error 4 in Out of memory: Killed process 4242 "
+    "(python3) anon-rss:1kB[7f0e5a000000+2000]",
+    "6,901,42000000,-;python3[4242]: segfault at 0 ip 0 sp 0 error 4 in Killed process 4242 (python3), UID 0"
+    "[7f0e5a000000+2000]",
+    "[ 42.000000] oom_reaper: reaped process 4242 (python3), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
+])
+def test_an_oom_kill_quoted_inside_another_message_is_no_kill(line):
+    assert core.kernel_events([line], server_pids=[4242])["oom_kills"] == []
+
+
+@pytest.mark.parametrize("line, seconds, message", [
+    ("May 15 23:09:30 host-1 kernel: [  518.050606] Out of memory: x", 518.050606, "Out of memory: x"),
+    ("May 18 19:02:39 kernel: NVRM: x", None, "NVRM: x"),
+    ("kernel: NVRM: x", None, "NVRM: x"),
+    ("[  518.050606] host-1 kernel: Out of memory: x", 518.050606, "Out of memory: x"),
+    ("2026-05-18T19:02:39.123456+00:00 host-1 kernel: NVRM: x", None, "NVRM: x"),
+    ("[Sun Mar 30 08:24:00 2025] Out of memory: x", None, "Out of memory: x"),
+    ("6,452,12867298760,-;NVRM: x", 12867.29876, "NVRM: x"),
+    ("NVRM: x", None, "NVRM: x"),
+    # Only the line's start is a prefix: a time or a "kernel:" further on is the message's.
+    ("traps: kernel: [5.0] NVRM: x", None, "traps: kernel: [5.0] NVRM: x"),
+])
+def test_the_prefixes_are_taken_from_the_lines_start_only(line, seconds, message):
+    assert core.split_line(line) == (seconds, message)
+
+
+def test_an_events_texts_are_cut_and_rid_of_terminal_escapes():
+    (event,) = core.kernel_events(["[5.0] NVRM: Xid (PCI:0000:01:00): 13, pid=7, name=py\x1b[2Jthon, "
+                                   "\x1b[31mGraphics Exception " + "x" * (4 << 20)])["xids"]
+    for text in (event["line"], event["detail"]):
+        assert "\x1b" not in text and len(text.encode()) < 2100 and text.endswith(" bytes cut]")
+    assert event["name"] == "python"
 
 
 def test_an_xid_storm_is_bounded_and_counted():
@@ -139,7 +199,7 @@ def test_an_event_at_the_launch_time_itself_counts():
 def test_a_long_server_name_matches_the_kernels_comm_of_15_characters():
     found = core.kernel_events(["[1.0] Out of memory: Killed process 7 (python3.11-sgla)"],
                                server_names=["python3.11-sglang"])
-    assert found["oom_kills"][0]["server"] == "process name"
+    assert found["oom_kills"][0]["matched_by"] == "process name"
 
 
 class FakeKmsg:

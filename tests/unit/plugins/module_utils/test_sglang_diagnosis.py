@@ -89,8 +89,10 @@ def report(**parts):
     return base
 
 
-OOM = {"pid": 4242, "name": "python3", "scope": "memory cgroup", "anon_rss_kb": 123, "server": "pid"}
-XID = {"xid": 79, "device": "0000:2b:00", "meaning": "GPU has fallen off the bus", "action": "Reboot", "server": False}
+OOM = {"pid": 4242, "name": "python3", "scope": "memory cgroup", "anon_rss_kb": 123, "server": True,
+       "matched_by": "pid"}
+XID = {"xid": 79, "device": "0000:2b:00", "meaning": "GPU has fallen off the bus", "action": "Reboot", "server": False,
+       "matched_by": None}
 
 
 def test_the_verdict_names_the_cause_line_the_diagnosis_and_the_fix():
@@ -104,11 +106,32 @@ def test_the_verdict_names_the_oom_kill_when_the_log_has_no_traceback():
     assert "was killed by the kernel's OOM killer (memory cgroup: pid 4242 python3, 123 kB resident)" in line
 
 
-def test_the_verdict_says_when_an_oom_kill_was_matched_by_process_name_only():
-    by_name = dict(OOM, server="process name")
+@pytest.mark.parametrize("matched_by, name", [("process name", "python3"), ("sglang process title", "sglang::schedul")])
+def test_the_verdict_does_not_conclude_an_oom_kill_matched_by_a_name_only(matched_by, name):
+    by_name = dict(OOM, pid=5151, name=name, server=False, matched_by=matched_by)
     line = core.verdict(report(kernel={"readable": True, "oom_kills": [by_name], "xids": []}))
-    assert "(memory cgroup: pid 4242 python3, 123 kB resident; matched by process name only, so possibly " \
-        "another process of that name)" in line
+    assert line == (
+        "not running; the latest launch shows no failure and no ready line; since the latest launch the kernel's "
+        "OOM killer killed a process named like the server's (memory cgroup: pid 5151 %s, 123 kB resident), "
+        "matched by its %s only: it is not known whether it was the server's" % (name, matched_by))
+    assert "was killed" not in line
+
+
+def test_a_running_server_is_not_said_to_be_killed_when_another_users_sglang_process_was():
+    other = dict(OOM, pid=5151, name="sglang::schedul", server=False, matched_by="sglang process title")
+    line = core.verdict(report(state={"running": True, "pid": 7}, log={"ready_line": "ready"},
+                               kernel={"readable": True, "oom_kills": [other], "xids": []}))
+    assert line.startswith("running (pid 7); the latest launch got ready; since the latest launch the kernel's "
+                           "OOM killer killed a process named like the server's (")
+    assert line.endswith("it is not known whether it was the server's")
+
+
+def test_a_server_that_got_ready_and_ended_is_not_said_to_be_unkilled_when_a_name_matched():
+    other = dict(OOM, server=False, matched_by="process name")
+    line = core.verdict(report(log={"ready_line": "ready"}, kernel={"readable": True, "oom_kills": [other],
+                                                                    "xids": []}))
+    assert line.startswith("not running; the latest launch got ready, then ended without a traceback in its log; "
+                           "since the latest launch the kernel's OOM killer killed a process named like")
 
 
 def test_the_verdict_names_an_xid_with_its_meaning_and_what_to_do():
@@ -272,6 +295,8 @@ def test_the_whole_problem_when_nvidia_smi_cannot_say(monkeypatch, tmp_path, scr
     (dict(log={"ready_line": "ready"}),
      "not running; the latest launch got ready, then ended without a traceback in its log or a kill in the "
      "kernel's"),
+    # kernel_log=false: the kernel's log was not asked, so nothing is said of it.
+    (dict(kernel=None), "not running; the latest launch shows no failure and no ready line"),
 ])
 def test_the_whole_verdict(parts, line):
     assert core.verdict(report(**parts)) == line
@@ -295,3 +320,4 @@ def test_a_traceback_cut_off_at_the_end_of_a_finished_launch_is_its_failure():
     assert core.classify_launch(lines)["failure"] == {
         "cause": "Python traceback (traceback cut off before its exception line)", "ranks": "",
         "traceback": "\n".join(lines), "diagnosis": None}
+
