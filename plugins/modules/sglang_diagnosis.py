@@ -23,6 +23,8 @@ description:
     C(<name>.launches.json)), from its recorded offset to the next launch's, classified as
     M(blackwell.gpu_node.wait_for_server) classifies it - the ready line, the cause line, the traceback and the
     diagnosis with its fix - secrets masked. Of a long log only the first 4 MiB and the last MiB are read.
+  - Every line taken from the log or the kernel's log is shown without terminal escape sequences and control
+    characters and cut to 2 KiB, the number of bytes cut said at its end.
   - The kernel's view since that launch (O(kernel_log)) - the OOM killer's kills and NVIDIA Xid errors with
     their meaning and what to do, from C(/dev/kmsg) or C(dmesg); where neither can be read (no C(CAP_SYSLOG), a
     container without C(/dev/kmsg)) RV(kernel.problem) says so, starting with C(kernel log not readable).
@@ -157,7 +159,8 @@ log:
       type: str
     failure:
       description: Null when the log shows no failure; else C(cause) (the exception or fatal line, with the ranks),
-        C(ranks), C(traceback) and C(diagnosis) (C(id), C(cause), C(fix); null when no known cause matches).
+        C(ranks), C(traceback) (its first and last 100 lines when it is longer) and C(diagnosis) (C(id), C(cause),
+        C(fix); null when no known cause matches).
       type: dict
     last_lines:
       description: The launch's last 40 non-empty lines.

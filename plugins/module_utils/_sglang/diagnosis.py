@@ -20,7 +20,8 @@ import re
 import subprocess
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import refuse_unless_regular
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_result_text, masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier
 
@@ -80,9 +81,9 @@ def read_launch_log(path, start, end=None, head_bytes=HEAD_BYTES, tail_bytes=TAI
 
 def classify_launch(head, tail=(), final=True, catalogue=DIAGNOSES, mask=masked_text):
     """What the readiness gate would say of these lines: the ready line, the failure (cause, traceback,
-    diagnosis with its fix) and the last lines, secrets masked. The tail, when there is one, is classified
-    after the head as if it followed it; final says the process is gone (a traceback still open is then
-    complete)."""
+    diagnosis with its fix) and the last lines, secrets masked and each line as a result may show it
+    (masked_result_text). The tail, when there is one, is classified after the head as if it followed it; final
+    says the process is gone (a traceback still open is then complete)."""
     classifier = StartupClassifier()
     last = collections.deque(maxlen=LAST_LINES)
     for line in list(head) + list(tail):
@@ -93,10 +94,11 @@ def classify_launch(head, tail=(), final=True, catalogue=DIAGNOSES, mask=masked_
     failure = None
     if classifier.failure is not None:
         failure = classifier.failure.as_dict(catalogue, last)
-        failure.update(cause=mask(failure["cause"]), traceback=mask(failure["traceback"]))
+        failure.update(cause=masked_result_text(failure["cause"], mask),
+                       traceback=masked_result_text(failure["traceback"], mask))
     ready = classifier.ready_line
-    return {"ready_line": None if ready is None else mask(ready), "failure": failure,
-            "last_lines": [mask(line) for line in last]}
+    return {"ready_line": None if ready is None else masked_result_text(ready, mask), "failure": failure,
+            "last_lines": [masked_result_text(line, mask) for line in last]}
 
 
 def gpu_processes(run=subprocess.run):
@@ -113,9 +115,15 @@ def gpu_processes(run=subprocess.run):
         fields = [field.strip() for field in row.split(",")]
         if len(fields) == 4 and fields[0].isdigit():
             memory = int(fields[2]) if fields[2].isdigit() else None
-            processes.append({"pid": int(fields[0]), "name": fields[1], "used_memory_mib": memory,
+            processes.append({"pid": int(fields[0]), "name": result_line(fields[1]), "used_memory_mib": memory,
                               "gpu_uuid": fields[3]})
     return processes, None
+
+
+def verdict(report):
+    """One line for the operator, as a result may show it: whether the server runs and, when the chosen launch
+    failed, why."""
+    return result_line(_verdict(report))
 
 
 def _oom_kill(event):
@@ -123,8 +131,7 @@ def _oom_kill(event):
                                 ", %d kB resident" % event["anon_rss_kb"] if event["anon_rss_kb"] else "")
 
 
-def verdict(report):
-    """One line for the operator: whether the server runs and, when the chosen launch failed, why."""
+def _verdict(report):
     state = report.get("state") or {}
     if not report.get("launch"):
         return "no launch recorded: %s" % report.get("problem", "nothing to diagnose")

@@ -134,6 +134,13 @@ def test_a_server_that_got_ready_and_ended_is_not_said_to_be_unkilled_when_a_nam
                            "since the latest launch the kernel's OOM killer killed a process named like")
 
 
+def test_the_verdict_is_one_line_without_escapes_and_bounded():
+    failure = {"cause": "RuntimeError: \x1b[31mboom\x1b[0m\n" + "x" * (4 << 20), "diagnosis": None}
+    line = core.verdict(report(log={"failure": failure}))
+    assert line.startswith("not running; the latest launch failed: RuntimeError: boom ")
+    assert "\x1b" not in line and "\n" not in line and len(line.encode()) < 2100
+
+
 def test_the_verdict_names_an_xid_with_its_meaning_and_what_to_do():
     kernel = {"readable": True, "oom_kills": [], "xids": [XID]}
     line = core.verdict(report(launch=dict(launch(0), back=2), kernel=kernel))
@@ -320,4 +327,24 @@ def test_a_traceback_cut_off_at_the_end_of_a_finished_launch_is_its_failure():
     assert core.classify_launch(lines)["failure"] == {
         "cause": "Python traceback (traceback cut off before its exception line)", "ranks": "",
         "traceback": "\n".join(lines), "diagnosis": None}
+
+
+def test_a_huge_line_and_terminal_escapes_are_cut_and_removed_in_every_text_of_the_report(tmp_path):
+    # One line of 4 MiB: the whole launch fits in the 5 MiB read, so the line is read whole.
+    lines = ["\x1b[31m[2026-01-01 12:00:00] Load weight begin\x1b[0m\x08\x08",
+             "\x1b]0;title\x07\x1b[1mThe server is fired up and ready to roll!\x1b[0m",
+             "Traceback (most recent call last):", '  File "a.py", line 1, in <module>\x1b[2J',
+             "RuntimeError: \x1b[31mboom\x1b[0m " + "y" * ((4 << 20) - 100)]
+    log = write_log(tmp_path, "\n".join(lines).encode() + b"\n")
+    head, tail, _left_out, _note = core.read_launch_log(log, 0)
+    found = core.classify_launch(head, tail)
+    texts = [found["ready_line"], found["failure"]["cause"]] + found["last_lines"]
+    texts += found["failure"]["traceback"].split("\n")
+    for text in texts:
+        assert "\x1b" not in text and "\x07" not in text and len(text.encode()) <= 2048 + len(" [... 4194304 bytes cut]")
+    assert found["ready_line"] == "The server is fired up and ready to roll!"
+    assert found["last_lines"][0] == "[2026-01-01 12:00:00] Load weight begin"
+    assert found["failure"]["cause"].startswith("RuntimeError: boom yyy") and found["failure"]["cause"].endswith(
+        " bytes cut]")
+    assert len(str(found)) < 5 * 2100
 
