@@ -22,7 +22,12 @@ description:
   - The log of the chosen launch (O(launch) - the latest, or one of the four before it, from the launch history
     C(<name>.launches.json)), from its recorded offset to the next launch's, classified as
     M(blackwell.gpu_node.wait_for_server) classifies it - the ready line, the cause line, the traceback and the
-    diagnosis with its fix - secrets masked. Of a long log only the first 4 MiB and the last MiB are read.
+    diagnosis with its fix. Of a long log only the first 4 MiB and the last MiB are read.
+  - Secrets are masked (C(********)) in everything taken from the log - the secrets recorded with the chosen
+    launch (the values of its secret flags, its API key and its C(secret_env) values, kept in the launch history
+    also after the server was stopped), those of the recorded state when there is one, and the values of
+    SGLang's secret flags (C(--api-key), C(--admin-api-key)) and C(server_args) fields in any case. A launch
+    recorded before the history kept its secrets is masked with the recorded state's and SGLang's only.
   - Every line taken from the log or the kernel's log is shown without terminal escape sequences and control
     characters and cut to 2 KiB, the number of bytes cut said at its end.
   - The kernel's view since that launch (O(kernel_log)) - the OOM killer's kills and NVIDIA Xid errors with
@@ -238,15 +243,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import kernel_events, read_kernel_log
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
-    SECRET_FLAGS,
-    masked_text,
-    secret_values,
-)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnosis import (
     NoSuchLaunch,
     classify_launch,
     gpu_processes,
+    launch_mask,
     launch_window,
     read_launch_log,
     verdict,
@@ -257,6 +258,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instanc
     LAUNCH_FIELDS,
     BadState,
     Instance,
+    shown_launch,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import name_problems
 
@@ -343,22 +345,15 @@ def main():
         report["verdict"] = verdict(report)
         module.exit_json(**report)
 
-    report["launch"] = dict(launch, back=params["launch"], end=end)
+    report["launch"] = dict(shown_launch(launch), back=params["launch"], end=end)
     current = (recorded is not None and report["state"]["running"] and params["launch"] == 0)
-    # The recorded launch's secret flags mask its values, and SGLang's server_args line, in everything shown.
-    secret_flags = SECRET_FLAGS + tuple((recorded or {}).get("secret_flags", ()))
-    mask_values = secret_values(recorded["argv"], secret_flags) if recorded else []
-
-    def mask(text):
-        return masked_text(text, mask_values, secret_flags)
-
     try:
         head, tail, left_out, note = read_launch_log(launch["log_path"], launch["offset"], end)
     except (OSError, LogPathError) as exc:
         report["log"] = {"ready_line": None, "failure": None, "last_lines": [], "left_out_bytes": 0,
                          "problem": "log_path %s cannot be read: %s" % (launch["log_path"], getattr(exc, "strerror", None) or exc)}
     else:
-        report["log"] = classify_launch(head, tail, final=not current, mask=mask)
+        report["log"] = classify_launch(head, tail, final=not current, mask=launch_mask(launch, recorded))
         report["log"].update(left_out_bytes=left_out, problem=note)
     if params["kernel_log"]:
         report["kernel"] = kernel_view(launch, report["state"], recorded)

@@ -26,7 +26,8 @@ description:
   - Each launch is also put first in C(<name>.launches.json) in O(state_dir) (pid, kernel start time, log offset,
     log path, time and boot of the launch), which keeps the last five and stays when the server is stopped or a
     dead one is cleaned up, so that M(blackwell.gpu_node.sglang_diagnosis) can classify the log of an earlier
-    launch.
+    launch. With each launch it keeps what masks that launch's log (O(secret_flags), the values of the secret
+    flags, O(api_key) and the values of O(secret_env)), readable by root only (C(0600) in O(state_dir)).
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
   - Every value that reaches the command line, the unit or an environment file is checked before anything is
@@ -652,7 +653,7 @@ def start(module, instance, argv, unit, account, log_gid, result):
         state["pid"] = process.pid
     try:
         instance.save(state)
-        instance.record_launch(state)
+        instance.record_launch(state, params["secret_env"].values())
     except (OSError, InvalidOption) as exc:
         if params["manager"] == "systemd":
             withdraw_unit(module, state, check=False)

@@ -1,5 +1,7 @@
 """sglang_diagnosis, run through Ansible after real launches of the sglang stand-in by sglang_server."""
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +61,26 @@ def test_no_server_recorded_is_a_verdict_not_a_failure(tmp_path):
     found = run_module("sglang_diagnosis", state_dir=str(tmp_path / "none"), kernel_log=False)
     assert found.get("failed") is not True and found["launch"] is None
     assert found["verdict"].startswith("no launch recorded: no server sglang is recorded")
+
+
+def test_a_stopped_servers_secrets_stay_masked_from_the_launch_history_alone(server):
+    hub_token = "hf-diagnose-b7d2"
+    params = dict(server, secret_env={"HF_TOKEN": hub_token},
+                  env={"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01", "SGLANG_STANDIN_LOG_ENV": "HF_TOKEN"})
+    started = run_module("sglang_server", **params)
+    waited = run_module("wait_for_server", log_path=server["log_path"], offset=started["offset"], pid=started["pid"],
+                        timeout=60)
+    assert waited["ready"] is True, waited.get("msg")
+    with open(server["log_path"]) as log:
+        logged = log.read()
+    assert hub_token in logged and server["api_key"] in logged  # the log holds both: the test can see a leak
+    stopped = run_module("sglang_server", state="stopped", state_dir=server["state_dir"], stop_timeout=5)
+    assert stopped["changed"] is True and not (Path(server["state_dir"]) / "sglang.json").exists()
+
+    found = run_module("sglang_diagnosis", state_dir=server["state_dir"], kernel_log=False, gpu_processes=False)
+    assert found["state"]["recorded"] is False and found["launches"] == 1
+    assert any(line.endswith("] environment: HF_TOKEN=********") for line in found["log"]["last_lines"])
+    shown = json.dumps(found)
+    assert hub_token not in shown and server["api_key"] not in shown
+    assert sorted(found["launch"]) == ["back", "boot_id", "end", "log_path", "offset", "pid", "start_time",
+                                       "started_at"]

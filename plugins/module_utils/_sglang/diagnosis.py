@@ -20,9 +20,15 @@ import re
 import subprocess
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import refuse_unless_regular
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_result_text, masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
+    SECRET_FLAGS,
+    masked_result_text,
+    masked_text,
+    secret_values,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import launch_masks
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier
 
 HEAD_BYTES = 4 << 20
@@ -49,6 +55,21 @@ def launch_window(launches, back):
     if newer and newer["log_path"] == launch["log_path"] and newer["offset"] >= launch["offset"]:
         return launch, newer["offset"]
     return launch, None
+
+
+def launch_mask(launch, recorded=None):
+    """The mask of a launch's log: the secrets and secret flags recorded with the launch, the recorded state's
+    when there is one (the state file is removed when the server stops; the launch history stays), and SGLang's
+    own secret flags in any case."""
+    values, flags = launch_masks(launch)
+    if recorded:
+        state_flags = tuple(recorded.get("secret_flags", ()))
+        values += secret_values(recorded["argv"], SECRET_FLAGS + state_flags)
+        flags += state_flags
+
+    def mask(text):
+        return masked_text(text, values, SECRET_FLAGS + flags)
+    return mask
 
 
 def _lines(data):

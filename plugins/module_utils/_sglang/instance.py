@@ -27,6 +27,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.process
     process_start_time,
     process_uid,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import SECRET_FLAGS, secret_values
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import UNIT_PROPERTIES, unit_status
 
 # How many launches <name>.launches.json keeps, newest first: enough to look at a crash a few restarts back.
@@ -36,6 +37,10 @@ LAUNCH_HISTORY = 5
 # What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
 # boot, the boot it ran in), which dates it against the kernel's log.
 LAUNCH_FIELDS = ("pid", "start_time", "offset", "log_path", "started_at", "boot_id")
+# What masking the launch's log needs beyond SGLang's own secret flags, when the launch had any: its secret
+# flags and the secrets its log may show (its command line's and secret_env's values). Only this root-only file
+# keeps them once the state file is gone; no result shows them.
+LAUNCH_MASK_FIELDS = ("secret_flags", "secret_values")
 
 
 class BadState(ValueError):
@@ -178,9 +183,16 @@ class Instance(object):
             return []
         return [entry for entry in entries if launch_problem(entry) is None][:LAUNCH_HISTORY]
 
-    def record_launch(self, state):
-        """Put the launch of state first in the history, which keeps the last LAUNCH_HISTORY."""
+    def record_launch(self, state, secret_env_values=()):
+        """Put the launch of state first in the history, which keeps the last LAUNCH_HISTORY, with what masks
+        its log: the state's secret flags, the secrets of its command line and secret_env_values."""
         entry = dict((key, state.get(key)) for key in LAUNCH_FIELDS)
+        flags = list(state.get("secret_flags") or ())
+        values = secret_values(state.get("argv") or (), SECRET_FLAGS + tuple(flags)) + list(secret_env_values)
+        if flags:
+            entry["secret_flags"] = flags
+        if values:
+            entry["secret_values"] = values
         history = [entry] + self.launches()[:LAUNCH_HISTORY - 1]
         directory = self.directory(create=True)
         try:
@@ -231,4 +243,17 @@ def launch_problem(entry):
             return "%s is missing or not of the right type" % key
     if entry["offset"] < 0:
         return "offset is negative"
+    for key in LAUNCH_MASK_FIELDS:
+        if not isinstance(entry.get(key, []), list) or not all(isinstance(word, str) for word in entry.get(key, [])):
+            return "%s is not a list of strings" % key
     return None
+
+
+def launch_masks(entry):
+    """(secret values, secret flags) recorded with a launch; empty for an entry written before they were."""
+    return list(entry.get("secret_values", [])), tuple(entry.get("secret_flags", []))
+
+
+def shown_launch(entry):
+    """A launch's entry as a result may show it: without what masks its log."""
+    return dict((key, value) for key, value in entry.items() if key not in LAUNCH_MASK_FIELDS)

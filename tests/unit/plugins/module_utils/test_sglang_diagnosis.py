@@ -1,5 +1,6 @@
 """The diagnosis core: which bytes are a launch's log, how it is classified, and the verdict's one line."""
 import errno
+import json
 import os
 import subprocess
 import threading
@@ -9,6 +10,7 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import diagnosis as core
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import instance as sglang_instance
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "sglang_logs"
 CUDNN = (LOGS / "failure-cudnn-check-torch291-partial.log").read_bytes()
@@ -348,3 +350,64 @@ def test_a_huge_line_and_terminal_escapes_are_cut_and_removed_in_every_text_of_t
         " bytes cut]")
     assert len(str(found)) < 5 * 2100
 
+
+SECRET_ENV_VALUE = "hf_s3cr3t-T0ken"
+API_KEY = "sk-diag-7c1"
+ADMIN_KEY = "adm-9q"
+
+
+def recorded_server(tmp_path):
+    """What sglang_server records of a launch with an API key, a secret flag in extra_args and a secret_env."""
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
+    argv = ["/v/bin/python", "-m", "sglang.launch_server", "--api-key", API_KEY, "--admin-api-key=" + ADMIN_KEY,
+            "--hf-token", "hf-flag-value"]
+    state = dict(pid=4242, start_time=100, offset=0, log_path=str(tmp_path / "server.log"), started_at=1.0,
+                 boot_id="b", argv=argv, env_digest="d", secret_flags=["--hf-token"])
+    instance.save(state)
+    instance.record_launch(state, [SECRET_ENV_VALUE])
+    return instance, state
+
+
+LEAKY_LOG = [
+    "[2026-01-01 12:00:00] server_args=ServerArgs(model_path='/m', api_key='%s', admin_api_key='%s')" % (
+        API_KEY, ADMIN_KEY),
+    "[2026-01-01 12:00:01] hub login with token %s" % SECRET_ENV_VALUE,
+    "[2026-01-01 12:00:02] relaunch: python -m sglang.launch_server --api-key=sk-other-4 --hf-token=hf-other-5",
+    "[2026-01-01 12:00:03] the key is %s and the flag's value hf-flag-value" % API_KEY,
+    "Traceback (most recent call last):",
+    "RuntimeError: login with %s refused" % SECRET_ENV_VALUE,
+]
+SECRETS = (SECRET_ENV_VALUE, API_KEY, ADMIN_KEY, "sk-other-4", "hf-other-5", "hf-flag-value")
+
+
+def test_the_launch_history_alone_masks_the_launchs_secrets_after_the_state_file_is_gone(tmp_path):
+    instance, _state = recorded_server(tmp_path)
+    instance.forget()
+    assert instance.load() is None
+    (launch_entry,) = instance.launches()
+    found = core.classify_launch(LEAKY_LOG, mask=core.launch_mask(launch_entry))
+    shown = str(found)
+    assert [secret for secret in SECRETS if secret in shown] == []
+    assert found["failure"]["cause"] == "RuntimeError: login with ******** refused"
+    assert "--api-key=******** --hf-token=********" in shown
+
+
+def test_the_masks_are_stored_in_the_root_only_history_and_not_shown():
+    entry = dict(launch(0), secret_flags=["--hf-token"], secret_values=["v"])
+    assert sglang_instance.shown_launch(entry) == launch(0)
+
+
+def test_a_launch_recorded_before_its_secrets_were_is_masked_with_sglangs_flags_and_the_state(tmp_path):
+    old_entry = launch(0)
+    found = core.classify_launch(LEAKY_LOG[:3], mask=core.launch_mask(old_entry))
+    assert API_KEY not in str(found) and ADMIN_KEY not in str(found) and "sk-other-4" not in str(found)
+    _instance, state = recorded_server(tmp_path)
+    found = core.classify_launch(LEAKY_LOG, mask=core.launch_mask(old_entry, state))
+    assert [secret for secret in SECRETS if secret in str(found)] == [SECRET_ENV_VALUE]
+
+
+@pytest.mark.parametrize("masks", [dict(secret_values="k-1"), dict(secret_values=[1]), dict(secret_flags=[None])])
+def test_a_launch_whose_masks_are_not_lists_of_strings_is_left_out(tmp_path, masks):
+    """Such an entry could not mask its log: it is not shown at all."""
+    (tmp_path / "sglang.launches.json").write_text(json.dumps([dict(launch(0), **masks), launch(0, pid=11)]))
+    assert [entry["pid"] for entry in sglang_instance.Instance(str(tmp_path), "sglang").launches()] == [11]
