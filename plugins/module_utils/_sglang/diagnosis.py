@@ -19,7 +19,8 @@ import os
 import re
 import subprocess
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import refuse_unless_regular
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import FileRefused, open_regular
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
     SECRET_FLAGS,
     masked_result_text,
@@ -80,10 +81,11 @@ def read_launch_log(path, start, end=None, head_bytes=HEAD_BYTES, tail_bytes=TAI
     """(head lines, tail lines, bytes left out between them, note) of the log from start to end. The tail is
     empty when everything fits in the head. note says when the log is shorter than start (rotated or
     truncated since). LogPathError when path is not a regular file; OSError when it cannot be read."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        info = os.fstat(descriptor)
-        refuse_unless_regular(path, info.st_mode)
+        descriptor, info = open_regular(path)
+    except FileRefused as exc:
+        raise LogPathError("log_path %s" % exc)
+    try:
         size = info.st_size
         if size < start:
             return [], [], 0, ("the log is %d bytes now, less than this launch's offset %d: it was rotated or "

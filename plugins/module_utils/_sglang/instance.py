@@ -8,17 +8,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-import errno
 import json
 import os
-import stat
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
-    OPEN_NO_LINK,
-    open_directory,
+    FileRefused,
     path_kind,
+    read_regular,
     read_text,
     remove,
+    trusted_directory,
     write_atomically,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import (
@@ -32,6 +31,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd
 
 # How many launches <name>.launches.json keeps, newest first: enough to look at a crash a few restarts back.
 LAUNCH_HISTORY = 5
+# A state file is a few KiB.
+STATE_LIMIT = 1 << 20
 
 
 # What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
@@ -93,7 +94,10 @@ class Instance(object):
         self.launches_path = os.path.join(state_dir, self.launches_name)
 
     def directory(self, create=False):
-        return open_directory(self.state_dir, "state_dir", 0o750 if create else None)
+        """A descriptor of state_dir, which root alone may change at every level: the state names the pid root
+        signals and the command line it compares, so a state another user could edit would let that user have
+        root stop any process."""
+        return trusted_directory(self.state_dir, "state_dir", 0o750 if create else None)
 
     def load(self):
         """The recorded state, None when there is none; BadState when the file cannot be trusted."""
@@ -101,24 +105,17 @@ class Instance(object):
             return None
         directory = self.directory()
         try:
-            descriptor = os.open(self.name + ".json", os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK, dir_fd=directory)
+            found = read_regular(self.name + ".json", STATE_LIMIT, directory)
+        except FileRefused as exc:
+            raise self.bad("it is not what sglang_server writes there: %s" % exc)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                return None
             raise self.bad("it cannot be opened as a file (%s)" % exc.strerror)
         finally:
             os.close(directory)
+        if found is None:
+            return None
         try:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                raise self.bad("it is not a regular file")
-            with os.fdopen(descriptor, "rb") as handle:
-                descriptor = None
-                text = handle.read(1 << 20)
-        finally:
-            if descriptor is not None:
-                os.close(descriptor)
-        try:
-            state = json.loads(text.decode("utf-8"))
+            state = json.loads(found["data"].decode("utf-8"))
         except ValueError as exc:
             raise self.bad("it is not JSON (%s)" % exc)
         problem = state_problem(state)

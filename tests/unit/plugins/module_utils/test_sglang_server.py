@@ -243,7 +243,8 @@ def test_a_state_file_that_is_a_link_is_not_read(tmp_path):
     target.write_text("{}")
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "sglang.json").symlink_to(target)
-    with pytest.raises(sglang_instance.BadState, match="it cannot be opened as a file"):
+    with pytest.raises(sglang_instance.BadState, match="it is not what sglang_server writes there: sglang.json is a "
+                                                       "symbolic link"):
         sglang_instance.Instance(str(tmp_path / "state"), "sglang").load()
 
 
@@ -265,7 +266,8 @@ def test_saving_never_writes_through_a_link(tmp_path):
 def test_a_state_dir_that_is_a_link_is_refused(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "state").symlink_to(tmp_path / "real")
-    with pytest.raises(common_errors.InvalidOption, match="state_dir=%s is a symbolic link" % (tmp_path / "state")):
+    with pytest.raises(common_errors.InvalidOption, match="state_dir=%s: %s is a symbolic link, not a directory" % (
+            tmp_path / "state", tmp_path / "state")):
         sglang_instance.Instance(str(tmp_path / "state"), "sglang").save(recorded(os.getpid(), ["x"]))
     assert os.listdir(str(tmp_path / "real")) == []
     params = options(state_dir=str(tmp_path / "state"))
@@ -1101,7 +1103,7 @@ def test_a_state_file_that_is_a_fifo_is_named_without_blocking(tmp_path):
     os.mkfifo(str(tmp_path / "sglang.json"))
     with pytest.raises(sglang_instance.BadState) as raised:
         sglang_instance.Instance(str(tmp_path), "sglang").load()
-    assert "it is not a regular file" in str(raised.value)
+    assert "sglang.json is a FIFO, not a regular file" in str(raised.value)
 
 
 def test_a_state_file_past_a_mib_is_not_read_whole(tmp_path):
@@ -1109,7 +1111,7 @@ def test_a_state_file_past_a_mib_is_not_read_whole(tmp_path):
     (tmp_path / "sglang.json").write_text(json.dumps(state))
     with pytest.raises(sglang_instance.BadState) as raised:
         sglang_instance.Instance(str(tmp_path), "sglang").load()
-    assert "it is not JSON" in str(raised.value)
+    assert "sglang.json is larger than the 1048576 bytes it may hold here" in str(raised.value)
 
 
 def test_the_state_files_names_and_modes(tmp_path):
@@ -1280,13 +1282,15 @@ def test_state_files_that_are_no_regular_files_are_named_in_full(tmp_path):
     os.mkfifo(str(tmp_path / "sglang.json"))
     with pytest.raises(sglang_instance.BadState) as raised:
         sglang_instance.Instance(str(tmp_path), "sglang").load()
-    assert str(raised.value) == bad_state_text(tmp_path, "it is not a regular file")
+    assert str(raised.value) == bad_state_text(tmp_path, "it is not what sglang_server writes there: sglang.json is a "
+                                                         "FIFO, not a regular file: only regular files are read here "
+                                                         "(a FIFO blocks, a device never ends)")
     os.unlink(str(tmp_path / "sglang.json"))
     os.symlink(str(tmp_path / "elsewhere"), str(tmp_path / "sglang.json"))
     with pytest.raises(sglang_instance.BadState) as raised:
         sglang_instance.Instance(str(tmp_path), "sglang").load()
-    assert str(raised.value) == bad_state_text(
-        tmp_path, "it cannot be opened as a file (Too many levels of symbolic links)")
+    assert str(raised.value).startswith(bad_state_text(tmp_path, "it is not what sglang_server writes there: "
+                                                                 "sglang.json is a symbolic link").split(". Nothing")[0])
 
 
 def test_a_process_that_is_not_ours_is_named_in_full(tmp_path):
@@ -1513,3 +1517,17 @@ def test_a_unit_without_secrets_needs_no_environment_file_and_one_with_secret_en
     text, _secrets = sglang_service_files.systemd_unit("sglang", ["/v/bin/python"], {}, "/l", "/s/sglang.secret.env",
                                                        SERVICE, secret_env=["HF_TOKEN"])
     assert "\nEnvironmentFile=/s/sglang.secret.env\n" in text
+
+
+def test_a_state_dir_another_user_can_write_is_never_trusted(tmp_path):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "sglang.json").write_text(json.dumps(GOOD_STATE))
+    os.chown(str(state_dir), 65534, 65534)
+    with pytest.raises(common_errors.InvalidOption, match="state_dir=%s: %s it belongs to nobody, not to root" % (
+            state_dir, state_dir)):
+        sglang_instance.Instance(str(state_dir), "sglang").load()
+    os.chown(str(state_dir), 0, 0)
+    os.chmod(str(state_dir), 0o777)
+    with pytest.raises(common_errors.InvalidOption, match="its group or others can write it"):
+        sglang_instance.Instance(str(state_dir), "sglang").load()
