@@ -260,6 +260,8 @@ from urllib.parse import urlparse
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import Waiter, probe_failure
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import SECRET_FLAGS, masked_text
@@ -267,6 +269,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnos
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier
 
 PROBE_TIMEOUT = 2
+PID_FILE_LIMIT = 64
 FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")
 
 
@@ -284,10 +287,13 @@ def health_probe(url):
 
 
 def read_pid(module, path):
+    # A pid file is a few bytes: read as a regular file, no link followed, no blocking on a FIFO, bounded.
     try:
-        with open(path) as handle:
-            pid = int(handle.read().strip())
-    except (IOError, OSError, ValueError) as exc:
+        found = read_regular(path, PID_FILE_LIMIT)
+        if found is None:
+            raise IOError("No such file or directory")
+        pid = int(found["data"].decode("ascii").strip())
+    except (IOError, OSError, ValueError, InvalidOption) as exc:
         module.fail_json(msg="pid_path=%s does not hold a pid: %s" % (path, exc), ready=False)
     if pid <= 0:
         # os.kill(0) and os.kill(-1) signal groups of processes: the watch would never see a death.

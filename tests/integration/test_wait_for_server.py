@@ -147,6 +147,15 @@ def test_pid_path_names_the_process_to_watch(standin, tmp_path):
     assert result["failure"]["cause"].startswith("process %d exited" % standin.process.pid)
 
 
+def test_a_pid_path_that_is_a_fifo_or_a_link_to_dev_zero_fails_at_once(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo.pid"))
+    os.symlink("/dev/zero", str(tmp_path / "zero.pid"))
+    for name in ("fifo.pid", "zero.pid"):
+        result = run_module("wait_for_server", log_path=str(tmp_path / "x.log"), pid_path=str(tmp_path / name),
+                            run_timeout=60)
+        assert result["failed"] and result["msg"].startswith("pid_path=%s does not hold a pid" % (tmp_path / name))
+
+
 def test_unreadable_pid_path_fails_clearly(tmp_path):
     result = run_module("wait_for_server", log_path=str(tmp_path / "x.log"), pid_path=str(tmp_path / "missing.pid"))
     assert result["failed"] is True
