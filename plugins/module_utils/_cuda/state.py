@@ -59,7 +59,7 @@ def platform_settings(settings, facts):
 FILE_LIMIT = 1 << 20
 
 
-def file_state(path):
+def observed_file(path):
     """A file as the role's copy and template tasks leave it: what it is (never following a link, never blocking
     on a FIFO), its owner, mode and content (at most FILE_LIMIT bytes); None when there is nothing at the path."""
     try:
@@ -106,7 +106,7 @@ def observe_host(settings, run, python):
     _rc, out, _err = run(["apt-cache", "madison", package])
     observed["available"] = [line.split("|")[1].strip() for line in out.splitlines() if line.count("|") >= 2]
     observed["state_dir_mode"] = _directory_mode(settings["state_dir"])
-    observed["files"] = dict((path, file_state(path)) for path in
+    observed["files"] = dict((path, observed_file(path)) for path in
                              sorted(set([settings["repository"]["list_path"]]) | set(settings["registration_files"])
                                     | set([settings["keyring"], settings["exported_key"]])))
     rc, out, _err = run(["gpg", "--batch", "--no-default-keyring", "--show-keys", "--with-colons",

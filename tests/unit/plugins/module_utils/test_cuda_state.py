@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
     adopted,
-    file_state,
+    observed_file,
     observe_host,
     platform_settings,
     unconverged_reasons,
@@ -295,10 +295,10 @@ def test_the_file_state_never_follows_a_link(tmp_path):
     target.chmod(0o644)
     link = tmp_path / "link"
     link.symlink_to(target)
-    assert file_state(str(target)) == dict(regular=True, uid=os.getuid(), mode="0644", data=b"x")
-    assert file_state(str(link))["regular"] is False and file_state(str(link))["data"] is None
-    assert file_state(str(tmp_path / "missing")) is None
-    assert file_state(str(tmp_path))["regular"] is False
+    assert observed_file(str(target)) == dict(regular=True, uid=os.getuid(), mode="0644", data=b"x")
+    assert observed_file(str(link))["regular"] is False and observed_file(str(link))["data"] is None
+    assert observed_file(str(tmp_path / "missing")) is None
+    assert observed_file(str(tmp_path))["regular"] is False
 
 
 class FakeHost:
@@ -397,7 +397,7 @@ def test_a_command_the_host_lacks_is_unobserved_not_a_failure_of_the_module():
 
 def test_the_file_state_never_blocks_on_a_fifo_nor_reads_a_huge_file_whole(tmp_path):
     os.mkfifo(str(tmp_path / "fifo"))
-    assert file_state(str(tmp_path / "fifo"))["regular"] is False
+    assert observed_file(str(tmp_path / "fifo"))["regular"] is False
     with open(str(tmp_path / "sparse"), "wb") as sparse:
         sparse.truncate(8 << 30)
-    assert file_state(str(tmp_path / "sparse"))["regular"] is False
+    assert observed_file(str(tmp_path / "sparse"))["regular"] is False
