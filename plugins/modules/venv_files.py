@@ -24,7 +24,7 @@ description:
     descriptor, renamed over the old one), so a link planted at its name is replaced, never written through; a file
     already as asked is left alone.
   - O(owner) names the virtualenv's owner; O(path) must belong to it (or to root without O(owner)).
-    O(take_ownership=true) first hands the whole virtualenv to O(owner), bottom-up and never through a link: a
+    O(take_ownership=true) first hands the whole virtualenv to O(owner), bottom-up and never through a link; a
     virtualenv built as root by an earlier release is given to its owner that way.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
