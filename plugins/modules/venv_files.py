@@ -185,7 +185,7 @@ def main():
                 found = None  # a link or a FIFO there: replaced by the rename, never followed
             data = content.encode("utf-8")
             if found is not None and (found["data"], found["uid"], found["gid"], found["mode"]) == (data, uid, gid,
-                                                                                                     mode):
+                                                                                                    mode):
                 continue
             if not module.check_mode:
                 write_atomically(directory, name, data, mode, (uid, gid))

@@ -59,7 +59,7 @@ class Tree(object):
 
     def alternative(self):
         shown = subprocess.run(self.prefix() + ["update-alternatives", "--query", "cuda"], capture_output=True,
-                               text=True, timeout=BOUND_S)
+                               text=True, timeout=BOUND_S, check=False)
         return [line[len("Value: "):] for line in shown.stdout.splitlines() if line.startswith("Value: ")]
 
     def stack(self):

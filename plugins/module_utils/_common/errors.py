@@ -9,6 +9,5 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type  # pragma: no mutate
 
 
-
 class InvalidOption(ValueError):
     """A problem with an option, its message naming the option and the fix."""

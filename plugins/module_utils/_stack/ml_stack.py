@@ -795,7 +795,7 @@ def observe_stack(settings, profile, scripts, run, user, user_name):
     # built: a virtualenv of someone else's is then a reason to repair it, and still never run as root.
     try:
         argv = owner_argv(venv_owner_uid(plan["venv_dir"]), [plan["venv_dir"] + "/bin/python", "-B", "-c",
-                                                              scripts["inspect_stack.py"], json.dumps(request)],
+                                                             scripts["inspect_stack.py"], json.dumps(request)],
                           "ml_stack_venv_path")
     except InvalidOption as exc:
         return {"error": str(exc)}

@@ -381,7 +381,7 @@ def open_site_packages(venv_path, relative, owner_uid):
             raise VenvRefused("%s=%s names %s, which belongs to %s, not to the virtualenv's owner %s: root renders "
                               "only into a virtualenv its owner owns. Point %s at the virtualenv (ml_stack's stable "
                               "link, or the directory itself)" % (OPTION, venv_path, real, described_user(owner),
-                                                                   described_user(owner_uid), OPTION))
+                                                                  described_user(owner_uid), OPTION))
         try:
             descriptor, levels = walk(root_fd, relative, OPTION)
         except (OSError, InvalidOption) as exc:

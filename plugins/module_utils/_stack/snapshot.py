@@ -64,6 +64,8 @@ NOT_CUDA_HOMES = ("/etc/", "/proc/", "/sys/", "/dev/", "/run/")
 def is_cuda_home(path):
     """Whether a snapshot may point /usr/local/cuda at path (CUDA_HOME, outside NOT_CUDA_HOMES)."""
     return CUDA_HOME.fullmatch(path) is not None and not path.startswith(NOT_CUDA_HOMES)
+
+
 DISABLED_SUFFIX = ".disabled-by-blackwell-gpu-node"
 FORMAT = 1
 # Names one snapshot file in <state_dir>/snapshots: no path separator, no "..".
@@ -321,7 +323,8 @@ def snapshot_problems(snapshot, venv_path):
     if not isinstance(snapshot, dict):
         return ["it holds %s, not a snapshot object" % _json_kind(snapshot)]
     fmt = snapshot.get("format")
-    if type(fmt) is not int or fmt != FORMAT:
+    # true is an int to isinstance and equals 1: the format must be the number itself.
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt != FORMAT:
         return ["format is %s, not %d: record a new snapshot with state=recorded" % (_shown(fmt), FORMAT)]
     if not _object(snapshot, "the snapshot", TOP_KEYS, problems):
         return problems

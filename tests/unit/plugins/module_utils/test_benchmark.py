@@ -428,7 +428,7 @@ class Hostile(object):
             data = b""
             while b"\r\n\r\n" not in data:
                 data += connection.recv(65536) or b"\r\n\r\n"
-            head, _, body = data.partition(b"\r\n\r\n")
+            head, _separator, body = data.partition(b"\r\n\r\n")
             length = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(
                 b"content-length:")]
             while length and len(body) < length[0]:

@@ -1,11 +1,7 @@
-import ast
 import json
 import os
-from pathlib import Path
 
-import jinja2
 import pytest
-import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     HOOK_FILE,
@@ -447,7 +443,7 @@ def make_venv(root, owner=0, series="3.11"):
     (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (root / "bin" / "python").write_text("#!/bin/sh\n")
     (root / "bin" / "python").chmod(0o755)
-    for path in [root] + [path for path in root.rglob("*")]:
+    for path in [root] + list(root.rglob("*")):
         os.chown(str(path), owner, owner)
     return purelib
 
@@ -470,7 +466,7 @@ def test_observe_runs_the_interpreter_as_the_owner_in_an_empty_environment(tmp_p
 
 def test_a_virtualenv_of_roots_alone_is_inspected_as_root():
     assert inspect_argv("/opt/ml-env", 0, "S", ["A", "B"]) == ["env", "-i", CLEAN_PATH, "/opt/ml-env/bin/python",
-                                                              "-B", "-c", "S", "A", "B"]
+                                                               "-B", "-c", "S", "A", "B"]
 
 
 def test_the_owner_is_whoever_owns_the_link_or_what_decides_the_code(tmp_path):
@@ -518,7 +514,7 @@ def test_an_interpreter_that_names_another_site_packages_is_refused(tmp_path):
     observed = observe_venv(str(tmp_path / "venv"), "", [], reporting(lying, []))
     assert observed["error"].startswith("the interpreter of runtime_env_venv_path=%s says its site-packages is %s, "
                                         "not the virtualenv's own lib/python3.N/site-packages" % (tmp_path / "venv",
-                                                                                                lying))
+                                                                                                  lying))
     assert purelib.exists()
 
 

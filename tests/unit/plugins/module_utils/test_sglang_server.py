@@ -272,7 +272,7 @@ def test_a_state_dir_that_is_a_link_is_refused(tmp_path):
     assert os.listdir(str(tmp_path / "real")) == []
     params = options(state_dir=str(tmp_path / "state"))
     assert sglang_options.name_problems(params) == ["state_dir=%s is a symbolic link: point state_dir at a directory (root "
-                                          "writes there, and never through a link)" % (tmp_path / "state")]
+                                                    "writes there, and never through a link)" % (tmp_path / "state")]
 
 
 @pytest.mark.parametrize("name", ["kimi/k2", "../x", "..", "a..b", ".hidden", "", "x\n", "a@b", "50%", "a b",
@@ -350,7 +350,7 @@ def odd_paths(tmp_path):
 def test_only_a_regular_file_is_a_log(odd_paths, name, kind):
     path = str(odd_paths / name)
     assert sglang_options.log_path_problem(path) == ("log_path=%s is a %s: only a regular file (or a path that does not exist "
-                                           "yet) is accepted as the server's log" % (path, kind))
+                                                     "yet) is accepted as the server's log" % (path, kind))
     params = valid(odd_paths)
     params["log_path"] = path
     assert sglang_options.log_path_problem(path) in sglang_options.check_options(params)
@@ -487,12 +487,12 @@ def test_wait_gpu_release():
     answers = [{10, 11}, {11}, set()]
     clock = [0.0]
     assert sglang_processes.wait_gpu_release([10], timeout=5, query=lambda: answers.pop(0), sleep=lambda s: None,
-                                 clock=lambda: clock[0]) is True
+                                             clock=lambda: clock[0]) is True
     assert sglang_processes.wait_gpu_release([10], timeout=5, query=lambda: None) is None
     stuck = [{10}] * 3
     times = iter([0, 1, 6])
     assert sglang_processes.wait_gpu_release([10], timeout=5, query=lambda: stuck.pop(0), sleep=lambda s: None,
-                                 clock=lambda: next(times)) is False
+                                             clock=lambda: next(times)) is False
 
 
 def test_gpu_memory_pids_without_nvidia_smi():
@@ -571,8 +571,8 @@ def test_systemd_unit_runs_the_same_command_and_keeps_secrets_out_of_it():
     argv = ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/shared/kimi k2",
             "--api-key", "s3cr$t", "--served-model-name", "50%"]
     text, secrets = sglang_service_files.systemd_unit("sglang", argv, {"SGLANG_STANDIN_STEP": "0.05", "NOTE": "a b"},
-                                      "/var/log/sglang/sglang.log", "/var/lib/blackwell-gpu-node/sglang.secret.env",
-                                      SERVICE)
+                                                      "/var/log/sglang/sglang.log", "/var/lib/blackwell-gpu-node/sglang.secret.env",
+                                                      SERVICE)
     exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
     assert exec_start == ('ExecStart=/home/sglang/ml-env/bin/python -m sglang.launch_server --model-path '
                           '"/shared/kimi k2" --api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name "50%%"')
@@ -589,7 +589,7 @@ def test_secret_flags_in_both_spellings_never_reach_the_unit():
     argv = ["/venv/bin/python", "-m", "sglang.launch_server", "--api-key=k1", "--admin-api-key", "k2",
             "--hf-token=k3", "--served-model-name", "m"]
     text, secrets = sglang_service_files.systemd_unit("sglang", argv, {}, "/var/log/s.log", "/state/sglang.secret.env", SERVICE,
-                                      common_secrets.SECRET_FLAGS + ("--hf-token",))
+                                                      common_secrets.SECRET_FLAGS + ("--hf-token",))
     assert "k1" not in text and "k2" not in text and "k3" not in text
     assert ("--api-key=${BLACKWELL_GPU_NODE_SECRET_ARG_3} --admin-api-key ${BLACKWELL_GPU_NODE_SECRET_ARG_5} "
             "--hf-token=${BLACKWELL_GPU_NODE_SECRET_ARG_6} --served-model-name m") in text
@@ -599,7 +599,7 @@ def test_secret_flags_in_both_spellings_never_reach_the_unit():
 
 def test_environment_keeps_dollars_and_paths_escape_specifiers():
     text, _secrets = sglang_service_files.systemd_unit("sglang", ["/p", "$x"], {"NOTE": "costs $5 at 50%"}, "/var/log/50%/s.log",
-                                       "/state/%h/sglang.secret.env", SERVICE, secret_env=["TOKEN"])
+                                                       "/state/%h/sglang.secret.env", SERVICE, secret_env=["TOKEN"])
     # Environment= expands no variables, so `$` stays single there; ExecStart= does, so it is doubled.
     assert 'Environment="NOTE=costs $5 at 50%%"' in text and 'ExecStart=/p "$$x"' in text
     assert "StandardOutput=append:/var/log/50%%/s.log" in text and "EnvironmentFile=/state/%%h/sglang.secret.env" in text
@@ -703,7 +703,7 @@ def test_a_state_of_the_previous_version_is_still_recognised(tmp_path):
 
 def unit_lines(**changes):
     text, _secrets = sglang_service_files.systemd_unit("sglang", ["/venv/bin/python"], {}, "/var/log/s.log", "/state/s.env",
-                                       dict(SERVICE, **changes))
+                                                       dict(SERVICE, **changes))
     return text.splitlines()
 
 
@@ -736,11 +736,11 @@ def test_the_unit_starts_after_fabric_manager_and_the_persistence_daemon_without
 
 def test_unit_status_reads_one_systemctl_show():
     status = common_systemd.unit_status("MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=3\n"
-                              "UnitFileState=enabled\nLoadState=loaded\nExecMainStartTimestampMonotonic=12345\n")
+                                        "UnitFileState=enabled\nLoadState=loaded\nExecMainStartTimestampMonotonic=12345\n")
     assert status == {"pid": 4242, "active_state": "active", "sub_state": "running", "restarts": 3, "enabled": True,
                       "loaded": True, "started_monotonic": 12345, "running": True}
     restarting = common_systemd.unit_status("MainPID=0\nActiveState=activating\nSubState=auto-restart\nNRestarts=1\n"
-                                  "UnitFileState=enabled\n")
+                                            "UnitFileState=enabled\n")
     assert restarting["running"] is False and restarting["restarts"] == 1
     failed = common_systemd.unit_status("MainPID=0\nActiveState=failed\nUnitFileState=disabled\nLoadState=not-found\n")
     assert failed["running"] is False and failed["enabled"] is False and failed["loaded"] is False
@@ -821,8 +821,8 @@ def test_a_launch_history_that_is_not_one_is_left_out(tmp_path, content):
 def test_the_whole_unit_file():
     # Every line, so that a directive that changes (or a blank line that disappears between sections) is seen.
     text, secrets = sglang_service_files.systemd_unit("sglang", ["/v/bin/python", "-m", "sglang.launch_server", "--api-key=k"],
-                                      {"B": "2", "A": "1"}, "/var/log/sglang/sglang.log",
-                                      "/var/lib/b/sglang.secret.env", SERVICE)
+                                                      {"B": "2", "A": "1"}, "/var/log/sglang/sglang.log",
+                                                      "/var/lib/b/sglang.secret.env", SERVICE)
     assert secrets == {"BLACKWELL_GPU_NODE_SECRET_ARG_3": "k"}
     assert text == "\n".join([
         "# Written by blackwell.gpu_node.sglang_server; changes are overwritten.",
@@ -896,7 +896,7 @@ def test_unit_status_reads_every_property_that_is_asked_for():
 
 def test_unit_status_of_nothing_said():
     assert common_systemd.unit_status("") == {"pid": 0, "active_state": "unknown", "sub_state": "unknown", "restarts": 0,
-                                    "enabled": False, "loaded": False, "started_monotonic": 0, "running": False}
+                                              "enabled": False, "loaded": False, "started_monotonic": 0, "running": False}
     # systemd's own PID 1 is no server's main pid only in theory; pid 1 counts as one, pid 0 does not.
     assert common_systemd.unit_status("MainPID=1\nActiveState=active\n")["running"] is True
     assert common_systemd.unit_status("MainPID=0\nActiveState=active\n")["running"] is False

@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import speculative as speculative
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import speculative
 from ansible_collections.blackwell.gpu_node.plugins.filter.speculative import (
     FilterModule,
     speculative_problems,
