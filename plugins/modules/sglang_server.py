@@ -157,7 +157,8 @@ options:
   state_dir:
     description:
       - Directory of the pid and state files, created C(0750) when missing. Not a symbolic link.
-      - Root's at every level and writable by root alone, or refused: the state names the process root signals.
+      - Root's at every level and writable by root alone, or refused, since the state names the process root
+        signals.
     type: path
     default: /var/lib/blackwell-gpu-node
   python:
@@ -297,8 +298,8 @@ options:
       - Created C(0640) when missing (an existing file keeps its mode, less any permission for others), its
         directory C(0755) when missing. Only a
         regular file is accepted; a directory, FIFO, device or symbolic link is refused.
-      - Its directory must be root's at every level and writable by root alone: systemd opens the log by path, as
-        root, following links.
+      - Its directory must be root's at every level and writable by root alone, since systemd opens the log by
+        path, as root, following links.
     type: path
   stop_timeout:
     description: Seconds between SIGTERM and SIGKILL when stopping.
