@@ -21,7 +21,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units integration installed molecule demo engine build lock clean bench-wait docs ee \
+.PHONY: help test toolchain lint sanity units integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade ml-stack-real device-evidence mutation
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "make build  build the collection tarball"
 	@echo "make docs   build the documentation site (antsibull-docs, Sphinx) into .build/docs"
 	@echo "make ee     build the execution environment and run site in it against the demo node, as AWX does"
+	@echo "make hostile  every module as root against a tree an unprivileged user made hostile (part of make test)"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's converged run on 1 and 8 nodes, docker and SSH (pipelining on, off), against as many no-op tasks (BENCH_SITE_ARGS='--fleet 0 --skip-ssh')"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
@@ -38,21 +39,25 @@ help:
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
-# sanity (CPU: pylint and friends in ansible-test's own virtualenvs) and then the integration tests (Ansible against
-# real processes on this machine, no containers) run beside the molecule scenarios, which spend most of their time
-# waiting on apt, pip and the servers they start: on 2 cores that hides most of their minutes. Their output is kept
-# in .build/sanity.log and .build/integration.log and printed when all are done; any failing fails `make test`.
+# sanity (CPU: pylint and friends in ansible-test's own virtualenvs), then the integration tests (Ansible against
+# real processes on this machine, no containers) and then the hostile-user suite run beside the molecule scenarios,
+# which spend most of their time waiting on apt, pip and the servers they start: on 2 cores that hides most of their
+# minutes. Their output is kept in .build/sanity.log, .build/integration.log and .build/hostile.log and printed when
+# all are done; any failing fails `make test`.
 SANITY_LOG := $(CURDIR)/.build/sanity.log
 INTEGRATION_LOG := $(CURDIR)/.build/integration.log
+HOSTILE_LOG := $(CURDIR)/.build/hostile.log
 test: lint units installed
 	mkdir -p $(dir $(SANITY_LOG))
-	@echo "==> sanity, then the integration tests, run beside molecule; their output in $(SANITY_LOG) and $(INTEGRATION_LOG)"
+	@echo "==> sanity, then the integration tests and the hostile-user suite, run beside molecule; their output in $(SANITY_LOG), $(INTEGRATION_LOG) and $(HOSTILE_LOG)"
 	{ sanity_status=0; $(MAKE) --no-print-directory sanity >$(SANITY_LOG) 2>&1 || sanity_status=$$?; \
 	  integration_status=0; $(MAKE) --no-print-directory integration >$(INTEGRATION_LOG) 2>&1 || integration_status=$$?; \
-	  [ $$sanity_status = 0 ] && [ $$integration_status = 0 ]; } & beside=$$!; \
+	  hostile_status=0; $(MAKE) --no-print-directory hostile >$(HOSTILE_LOG) 2>&1 || hostile_status=$$?; \
+	  [ $$sanity_status = 0 ] && [ $$integration_status = 0 ] && [ $$hostile_status = 0 ]; } & beside=$$!; \
 	molecule_status=0; $(MAKE) --no-print-directory molecule || molecule_status=$$?; \
 	beside_status=0; wait $$beside || beside_status=$$?; \
 	echo "==> sanity:"; cat $(SANITY_LOG); echo "==> integration:"; cat $(INTEGRATION_LOG); \
+	echo "==> hostile:"; cat $(HOSTILE_LOG); \
 	[ $$molecule_status = 0 ] && [ $$beside_status = 0 ]
 
 $(BIN)/.toolchain: requirements/tools.txt
@@ -98,6 +103,14 @@ units: toolchain
 # The modules run through Ansible against real processes on this machine.
 integration: toolchain
 	pytest tests/integration
+
+# Every module run as root against a tree an unprivileged user made hostile, each run in a private mount namespace
+# whose system directories are overlays (tests/hostile; needs root). The table of module x case is printed and
+# written to .build/hostile/table.txt. HOSTILE_COLLECTION=DIR runs it against another copy of the collection,
+# HOSTILE_REPORT_ONLY=1 records every outcome instead of asserting (a BEFORE table), HOSTILE_TABLE=FILE writes
+# the table there.
+hostile: toolchain
+	pytest tests/hostile
 
 # The built tarball ships what it must and nothing test-only, Galaxy's importer passes it, it installs, and its
 # role and filter resolve by FQCN outside the checkout.
