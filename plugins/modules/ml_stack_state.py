@@ -66,6 +66,12 @@ options:
     description: Whether an import that needs the NVIDIA driver must succeed (ml_stack_gpus_required).
     type: bool
     default: true
+  timeout:
+    description:
+      - Seconds each run of the virtualenv's interpreter may take (the inspection imports torch and the stack, and
+        runs C(pip check)); past it the run is killed and its output is a reason like any other.
+    type: int
+    default: 3600
 """
 
 EXAMPLES = r"""
@@ -142,6 +148,7 @@ def main():
             activate=dict(type="bool", default=True),
             keep=dict(type="raw"),
             gpus_required=dict(type="bool", default=True),
+            timeout=dict(type="int", default=3600),
         ),
         supports_check_mode=True,
     )
@@ -151,7 +158,7 @@ def main():
         # An interpreter that does not exist is a reason like any other, not a failure of the check. The
         # virtualenv's code runs bounded in time and output: its owner can make it hang or print without end.
         try:
-            return run_bounded(argv)
+            return run_bounded(argv, params["timeout"])
         except OSError as exc:
             return 127, "", "%s: %s" % (argv[0], exc.strerror)
 

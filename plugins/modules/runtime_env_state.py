@@ -63,6 +63,13 @@ options:
     description: Write the files that differ and prove the environment takes effect (V(true)), or only look (V(false)).
     type: bool
     default: true
+  timeout:
+    description:
+      - Seconds each run of the interpreter may take, which also runs at most with 256 MiB of address space; past
+        either it is killed and the module fails, naming any C(.pth) file of site-packages that is not a small
+        regular file.
+    type: int
+    default: 60
 """
 
 EXAMPLES = r"""
@@ -115,13 +122,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_
 )
 
 UNCHANGED = " Nothing was changed on the host."
-# The inspection only starts the interpreter and prints what it sees.
-INSPECT_TIMEOUT = 300
-
-
-def run(argv):
-    """The virtualenv's interpreter, bounded in time and output: its owner can make it hang or print without end."""
-    return run_bounded(argv, INSPECT_TIMEOUT)
+# The inspection only starts the interpreter and prints what it sees: tens of MiB of address space.
+INSPECT_MEMORY = 256 << 20
 
 
 def main():
@@ -132,11 +134,18 @@ def main():
             environment=dict(type="dict", required=True),
             files=dict(type="dict", required=True),
             render=dict(type="bool", default=True),
+            timeout=dict(type="int", default=60),
         ),
         supports_check_mode=True,
     )
     params = module.params
     venv_path, environment, files = params["venv_path"], params["environment"], params["files"]
+
+    def run(argv):
+        """The virtualenv's interpreter, bounded in time, memory and output: its owner can make it hang, read
+        without end or print without end."""
+        return run_bounded(argv, params["timeout"], INSPECT_MEMORY)
+
     observed = observe_venv(venv_path, params["script"], list(environment), run)
     reasons = unconverged_reasons(observed, environment, files)
     result = dict(changed=False, converged=not reasons, reasons=reasons, written=[],

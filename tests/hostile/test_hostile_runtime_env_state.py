@@ -26,6 +26,9 @@ def arguments(case, venv_path, render):
                 environment=ENVIRONMENT, files=FILES)
     if case.collection.has_option(MODULE, "render"):
         args["render"] = render
+    # Below the harness's bound, so that an interpreter the owner made hang is the module's to stop.
+    if case.collection.has_option(MODULE, "timeout"):
+        args["timeout"] = 5
     return args
 
 

@@ -113,8 +113,14 @@ OUTPUT_LIMIT = 16 << 20
 RUN_TIMEOUT = 3600
 
 
-def _limit_file_size():
-    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
+def _limits(memory):
+    """What the child sets before it runs the command: the file size bound, and the address space bound when
+    memory is given (never for code that loads CUDA, which reserves address space far beyond what it uses)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return limit
 
 
 def _read_output(handle):
@@ -122,13 +128,14 @@ def _read_output(handle):
     return handle.read(OUTPUT_LIMIT).decode("utf-8", "replace")
 
 
-def run_bounded(command, timeout=RUN_TIMEOUT):
+def run_bounded(command, timeout=RUN_TIMEOUT, memory=None):
     """(rc, stdout, stderr) of command (an argv that owner_argv made), run in a session of its own with no input.
     Its output goes to unlinked files of root's and is read back up to OUTPUT_LIMIT bytes each; no file it writes
-    may grow past that either. Past timeout seconds the whole session is killed and rc is -9, stderr saying so."""
+    may grow past that either, nor its address space past memory bytes when given. Past timeout seconds the whole
+    session is killed and rc is -9, stderr saying so."""
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                   start_new_session=True, close_fds=True, preexec_fn=_limit_file_size)
+                                   start_new_session=True, close_fds=True, preexec_fn=_limits(memory))
         try:
             rc = process.wait(timeout)
             late = ""

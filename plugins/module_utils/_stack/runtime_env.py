@@ -418,6 +418,24 @@ def rendered_files(directory_fd, names):
     return files, not_regular
 
 
+def suspect_startup_files(venv_path):
+    """The .pth files of the virtualenv's lib/python3.N/site-packages that are not regular files of at most
+    RENDERED_LIMIT bytes: its interpreter reads each one whole as it starts, so a FIFO blocks it and a link to
+    /dev/zero makes it read without end. Only named when the interpreter did not report; nothing is read."""
+    suspects = []
+    lib = os.path.join(venv_path, "lib")
+    for series in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        site = os.path.join(lib, series, "site-packages")
+        if not SITE_PACKAGES.fullmatch("lib/%s/site-packages" % series) or not os.path.isdir(site):
+            continue
+        with os.scandir(site) as entries:
+            for entry in entries:
+                if entry.name.endswith(".pth") and not (entry.is_file(follow_symlinks=False)
+                                                        and entry.stat(follow_symlinks=False).st_size <= RENDERED_LIMIT):
+                    suspects.append(os.path.join(site, entry.name))
+    return sorted(suspects)
+
+
 def _inspect(venv_path, owner_uid, script, names, run):
     rc, stdout, stderr = run(inspect_argv(venv_path, owner_uid, script, names))
     try:
@@ -426,7 +444,12 @@ def _inspect(venv_path, owner_uid, script, names, run):
         venv = None
     if not isinstance(venv, dict) or not all(key in venv for key in ("in_venv", "purelib", "hook", "environ")) \
             or not isinstance(venv["environ"], dict):
-        raise VenvRefused("the virtualenv's interpreter did not report (exit status %d): %s" % (rc, stderr.strip()))
+        suspects = suspect_startup_files(venv_path)
+        raise VenvRefused("the virtualenv's interpreter did not report (exit status %d): %s%s" % (
+            rc, stderr.strip()[-2000:], "" if not suspects else
+            ". It reads every .pth file of site-packages whole as it starts, and these are not small regular files "
+            "(a FIFO blocks it, a link to /dev/zero never ends): %s; find out who put them there and remove them"
+            % ", ".join(suspects)))
     return venv
 
 

@@ -71,3 +71,9 @@ def test_accounts_are_looked_up_by_name_with_their_supplementary_groups():
     from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account, user_name
     assert account("nobody")["uid"] == NOBODY and user_name(NOBODY) == "nobody"
     assert account("nobody-here-at-all") is None and user_name(4242) is None
+
+
+def test_an_address_space_bound_stops_a_run_that_reads_without_end():
+    rc, _out, err = owner.run_bounded(["/usr/bin/python3", "-c", "open('/dev/zero', 'rb').read()"], timeout=60,
+                                      memory=128 << 20)
+    assert rc != 0 and "MemoryError" in err

@@ -610,3 +610,15 @@ def test_the_proof_names_every_variable_that_does_not_take_effect_and_a_foreign_
         "/elsewhere/%s): is the interpreter started with -S, or are .pth files disabled? Variables missing or "
         "different (expected -> seen): NCCL_PROTO=LL -> Simple. Something that runs after the hook (a "
         "sitecustomize.py, another .pth file) may overwrite them." % (module, MODULE_FILE))
+
+
+def test_an_interpreter_that_does_not_report_names_the_startup_files_that_hang_or_never_end(tmp_path):
+    purelib = make_venv(tmp_path / "venv", NOBODY)
+    os.mkfifo(str(purelib / "00-blackwell-gpu-node-env.pth"))
+    os.symlink("/dev/zero", str(purelib / "zz.pth"))
+    (purelib / "fine.pth").write_text("import os\n")
+    failing = observe_venv(str(tmp_path / "venv"), "", [], lambda argv: (-9, "", "killed\n"))
+    assert failing["error"].startswith("the virtualenv's interpreter did not report (exit status -9): killed. It "
+                                       "reads every .pth file of site-packages whole as it starts")
+    assert failing["error"].endswith(": %s/00-blackwell-gpu-node-env.pth, %s/zz.pth; find out who put them there "
+                                     "and remove them" % (purelib, purelib))
