@@ -242,6 +242,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import kernel_events, read_kernel_log
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnosis import (
     NoSuchLaunch,
@@ -323,10 +324,14 @@ def main():
     report = dict(changed=False, launch=None, log=None, kernel=None, gpu_processes=None, gpu_processes_problem=None)
     try:
         recorded = instance.load()
+        launches = instance.launches()
     except BadState as exc:
         recorded, report["problem"] = None, str(exc)
+        launches = []
+    except InvalidOption as exc:
+        # A state_dir another user could change: neither its state nor the log paths its launches name are read.
+        module.fail_json(msg="Nothing was read: %s" % exc, **report)
     report["state"] = server_state(module, instance, recorded)
-    launches = instance.launches()
     if not launches and recorded:
         # A server started before the launch history was kept: its state has the latest launch.
         launches = [dict((key, recorded.get(key)) for key in LAUNCH_FIELDS)]

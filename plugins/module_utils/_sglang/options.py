@@ -18,7 +18,11 @@ import socket
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account, group_name
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import nearest_existing, path_kind
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    nearest_existing,
+    path_kind,
+    trusted_directory,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import SYSTEMD_RUNTIME_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problems
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.speculative import (
@@ -257,4 +261,12 @@ def check_options(params):
     log_dir = nearest_existing(os.path.dirname(os.path.abspath(params["log_path"])))
     if not (os.path.isdir(log_dir) and os.access(log_dir, os.W_OK)):
         problems.append("log_path=%s: %s is not a writable directory" % (params["log_path"], log_dir))
+    else:
+        # What open_log requires at the launch, checked before anything changes (and in check mode): the log's
+        # nearest existing directory is root's at every level and writable by root alone; levels below it are
+        # created so.
+        try:
+            os.close(trusted_directory(log_dir, "log_path"))
+        except InvalidOption as exc:
+            problems.append(str(exc))
     return problems

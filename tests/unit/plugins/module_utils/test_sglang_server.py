@@ -148,6 +148,18 @@ def test_missing_log_directory_is_no_problem_as_it_is_created(tmp_path):
     assert sglang_options.check_options(params) == []
 
 
+def test_a_log_directory_another_user_can_write_is_named_before_anything_starts(tmp_path):
+    params = valid(tmp_path)
+    (tmp_path / "theirs").mkdir()
+    os.chown(str(tmp_path / "theirs"), 65534, 65534)
+    params["log_path"] = str(tmp_path / "theirs" / "new" / "s.log")
+    assert sglang_options.check_options(params) == ["log_path=%s: %s it belongs to nobody, not to root, so another "
+                                                    "user could replace what root keeps in it. Make it root's and "
+                                                    "writable by root alone (chown root: %s; chmod go-w %s)" % (
+                                                        tmp_path / "theirs", tmp_path / "theirs", tmp_path / "theirs",
+                                                        tmp_path / "theirs")]
+
+
 def test_hub_id_is_not_looked_for_on_disk(tmp_path):
     params = valid(tmp_path)
     params.update(model_path="moonshotai/Kimi-K2.5", model_is_hub_id=True)
