@@ -32,14 +32,18 @@ description:
     the virtualenv the link points at, so each per-profile virtualenv carries its own, and restoring the link
     restores it."
   - O(state=recorded) writes the snapshot to C(<state_dir>/snapshots/<name>.json), root's and C(0600), never
-    through a link; recording an unchanged node again changes nothing. A node whose stack a restore could not put
+    through a link; recording an unchanged node again changes nothing. A file there that a restore would refuse
+    (another user's, writable by others, not a snapshot) never blocks a new recording. It is renamed aside to
+    C(<name>.json.refused-<time>), with a warning, and the new snapshot written. A node whose stack a restore could not put
     back (the link pointing elsewhere than beside it, C(/usr/local/cuda) elsewhere than a
     C(/usr/local/cuda-<major>.<minor>), the cuda role's files edited into other lines) is refused, as is a node
     where a restore stopped part-way.
   - O(state=restored) restores only a snapshot whose every level, from C(/) to the file, is root's and writable by
     root alone, and only when every value has the shape a recording gives it (the keys, their types, the link
     targets, the lines of the cuda role's files, without control characters). Any other snapshot is refused,
-    naming the file and the field, before anything is changed.
+    naming the file and the field, before anything is changed. Given O(snapshot) (what O(state=recorded) returned
+    in the same run), a restore falls back to it, checked the same way, when the file is missing or refused, and
+    warns; RV(source) says which was restored.
   - "O(state=restored) plans the whole restore and checks it against the host before its first change (the
     recorded virtualenv is a directory beside the link, the recorded CUDA installation exists, the cuda alternative
     still offers the recorded value, no renamed linker file is in the way): check mode reports the same problems.
@@ -93,6 +97,11 @@ options:
     description: The sglang_server module's O(blackwell.gpu_node.sglang_server#module:state_dir); only read.
     type: path
     default: /var/lib/blackwell-gpu-node
+  snapshot:
+    description:
+      - For O(state=restored), the snapshot this run recorded (RV(snapshot) of O(state=recorded)), restored when
+        the file is missing or refused, so that a lost or spoiled file does not stop a rollback.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -140,6 +149,12 @@ actions:
   type: list
   elements: str
   sample: ["/home/sglang/ml-env -> ml-env.cu128-1a2b3c4d", "update-alternatives --set cuda /usr/local/cuda-12.8", "ldconfig"]
+source:
+  description: For O(state=restored), where the restored snapshot came from, V(file) or V(option) (O(snapshot));
+    null otherwise.
+  returned: always
+  type: str
+  sample: file
 finished_earlier_restore:
   description: Whether this restore found the marker of an earlier one that had stopped part-way, and finished it
     (C(ldconfig) included); C(msg) then says so.
@@ -150,6 +165,7 @@ finished_earlier_restore:
 
 import json
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -454,7 +470,12 @@ def record(module, current, path):
                 raise InvalidOption("A restore stopped part-way on this node (%s is there): finish it with "
                                     "state=restored before recording the node again"
                                     % os.path.join(os.path.dirname(path), IN_PROGRESS))
-            data = read_snapshot(directory, path)
+            try:
+                data = read_snapshot(directory, path)
+            except InvalidOption as exc:
+                data = None
+                aside = set_aside(module, directory, path)
+                module.warn("%s; it was renamed to %s and the node recorded anew" % (exc, aside))
             try:
                 recorded = decoded_json(data) if data is not None else None
             except ValueError:
@@ -469,6 +490,35 @@ def record(module, current, path):
             os.close(directory)
     return dict(changed=changed, snapshot=current, actions=[],
                 diff=dict(before=summary(recorded) if recorded else "", after=summary(current)))
+
+
+def set_aside(module, directory, path):
+    """Rename the refused snapshot file path (in directory) to a name of its own, without following a link; that
+    name."""
+    aside = "%s.refused-%d" % (os.path.basename(path), int(time.time()))
+    if not module.check_mode:
+        os.rename(os.path.basename(path), aside, src_dir_fd=directory, dst_dir_fd=directory)
+    return os.path.join(os.path.dirname(path), aside)
+
+
+def chosen_snapshot(module, directory, path, missing):
+    """(the snapshot to restore, its source): the file; or, when it is missing or refused and the run gave the
+    snapshot it recorded, that one, checked as the file would be."""
+    params = module.params
+    try:
+        data = read_snapshot(directory, path) if directory is not None else None
+        if data is not None:
+            return parsed_snapshot(data, path, params["venv_path"]), "file"
+        if params["snapshot"] is None:
+            raise missing
+        problem = "There is no snapshot %s" % path
+    except InvalidOption as exc:
+        if params["snapshot"] is None:
+            raise
+        problem = str(exc)
+    module.warn("%s; the snapshot this run recorded is restored instead" % problem)
+    return parsed_snapshot(serialized(params["snapshot"]).encode("utf-8"), "given as snapshot",
+                           params["venv_path"]), "option"
 
 
 def host_facts(module, recorded, venv_kind, cuda_kind, unfinished):
@@ -490,16 +540,14 @@ def restore(module, current, linker_files, venv_kind, cuda_kind, path):
     params = module.params
     missing = InvalidOption("No snapshot %s to restore: record one first with state=recorded (name=%s, state_dir=%s)"
                             % (path, params["name"], params["state_dir"]))
-    directory = snapshot_directory(params["state_dir"])
-    if directory is None:
+    # Only check mode leaves a directory to create missing: it carries nothing out.
+    directory = snapshot_directory(params["state_dir"], create=params["snapshot"] is not None and not module.check_mode)
+    if directory is None and params["snapshot"] is None:
         raise missing
     node = Node(module, directory, params["name"])
     try:
-        data = read_snapshot(directory, path)
-        if data is None:
-            raise missing
-        recorded = parsed_snapshot(data, path, params["venv_path"])
-        unfinished = unfinished_restore(directory)
+        recorded, source = chosen_snapshot(module, directory, path, missing)
+        unfinished = unfinished_restore(directory) if directory is not None else None
         actions, problems = restore_plan(recorded, current, linker_files,
                                          host_facts(module, recorded, venv_kind, cuda_kind, unfinished))
         if problems:
@@ -513,8 +561,9 @@ def restore(module, current, linker_files, venv_kind, cuda_kind, path):
                                  current=current, snapshot=recorded, path=path)
     finally:
         node.close()
-        os.close(directory)
-    result = dict(changed=bool(actions), snapshot=recorded, actions=done,
+        if directory is not None:
+            os.close(directory)
+    result = dict(changed=bool(actions), snapshot=recorded, source=source, actions=done,
                   finished_earlier_restore=unfinished is not None,
                   diff=dict(before=summary(current), after=summary(recorded)))
     if unfinished is not None:
@@ -549,6 +598,7 @@ def main():
             state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
             server_name=dict(type="str", default="sglang"),
             server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            snapshot=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -572,6 +622,7 @@ def main():
         module.fail_json(msg="node_snapshot state=%s failed on %s: %s. Nothing was changed." % (
             params["state"], exc.filename or path, exc.strerror or exc), current=current, path=path)
     result.setdefault("finished_earlier_restore", False)
+    result.setdefault("source", None)
     module.exit_json(current=current, path=path, **result)
 
 

@@ -290,3 +290,41 @@ def test_the_recorded_secret_flags_mask_the_server_command_line(tree):
                                                       "********", "--api-key=********"]
     assert "SECRET" not in json.dumps(recorded)
     assert "SECRET" not in (tree.snapshots / "pre-upgrade.json").read_text()
+
+
+@pytest.mark.parametrize("spoil", ["missing", "others-can-write", "not-json"])
+def test_a_lost_or_spoiled_snapshot_file_is_replaced_by_the_one_the_run_recorded(tree, spoil):
+    before = tree.stack()
+    recorded = tree.module(state="recorded")
+    tree.upgrade()
+    snapshot_file = tree.snapshots / "pre-upgrade.json"
+    if spoil == "missing":
+        snapshot_file.unlink()
+    elif spoil == "others-can-write":
+        snapshot_file.chmod(0o666)
+    else:
+        snapshot_file.write_text("{")
+    without = tree.module(state="restored")
+    assert without["failed"] is True and os.readlink(tree.venv_path) == NEW, without
+    restored = tree.module(state="restored", snapshot=recorded["snapshot"])
+    assert restored["changed"] is True and restored["source"] == "option", restored
+    assert "the snapshot this run recorded is restored instead" in " ".join(restored["warnings"])
+    assert tree.stack() == before
+    forged = dict(recorded["snapshot"], venv=dict(recorded["snapshot"]["venv"], target="/root"))
+    tree.upgrade()
+    refused = tree.module(state="restored", snapshot=forged)
+    assert refused["failed"] is True and "given as snapshot cannot be restored" in refused["msg"], refused
+    assert os.readlink(tree.venv_path) == NEW
+
+
+def test_a_snapshot_file_a_restore_would_refuse_never_blocks_recording_again(tree):
+    tree.module(state="recorded")
+    snapshot_file = tree.snapshots / "pre-upgrade.json"
+    os.chown(snapshot_file, NOBODY, NOBODY)
+    recorded = tree.module(state="recorded")
+    assert recorded["changed"] is True and not recorded.get("failed"), recorded
+    assert "is not trusted" in " ".join(recorded["warnings"]) and "renamed to" in " ".join(recorded["warnings"])
+    assert os.stat(snapshot_file).st_uid == 0
+    (aside,) = [name for name in os.listdir(tree.snapshots) if name.startswith("pre-upgrade.json.refused-")]
+    assert os.stat(tree.snapshots / aside).st_uid == NOBODY
+    assert tree.module(state="restored")["changed"] is False
