@@ -33,14 +33,34 @@ def test_the_profile_comment_names_a_playbook_that_exists():
 
 
 def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_roll_back():
-    prepare, switch, report = plays("upgrade.yml")
+    prepare, switch, release, report = plays("upgrade.yml")
     assert switch["serial"] == "{{ __gpu_node_upgrade_serial }}"
+    assert release["tasks"][0]["blackwell.gpu_node.upgrade_state"]["state"] == "released"
     assert report["hosts"] == "localhost"
-    rollback = switch["tasks"][1]["rescue"][1]
+    (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
+    rollback = switching["rescue"][1]
     assert rollback["block"][0]["blackwell.gpu_node.node_snapshot"]["state"] == "restored"
     rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
                          if "ansible.builtin.include_role" in task]
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
+
+
+def test_the_upgrade_switch_is_recorded_before_the_stop_and_ended_only_after_the_gate_or_the_rollback():
+    _prepare, switch, _release, _report = plays("upgrade.yml")
+    (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
+    names = [task["name"] for task in switching["block"]]
+    assert names.index("Record the switch on the node before its server stops") < names.index("Stop the server")
+    assert names[-1] == "End the record of the switch"
+    rollback = switching["rescue"][1]
+    assert rollback["block"][-1]["name"] == "End the record of the switch"
+    assert "End the record of the switch" not in [task["name"] for task in rollback["rescue"]]
+
+
+def test_the_upgrades_settings_are_read_through_default_so_that_inventory_reaches_them():
+    """A play's vars_files outrank group_vars and host_vars: a setting defined there silently ignores inventory."""
+    for name in ("upgrade.yml", "benchmark.yml"):
+        settings = yaml.safe_load((PLAYBOOKS / "vars" / name).read_text())
+        assert [key for key in settings if not key.startswith("__")] == [], name
 
 
 def test_diagnose_reads_every_node_at_once_and_reports_on_the_controller():

@@ -367,6 +367,20 @@ def write_atomically(directory_fd, name, content, mode, owner=None):
         raise
 
 
+def create_exclusively(directory_fd, name, content, mode):
+    """Create name in the directory with content and mode, whole or not at all, only when nothing is there (a
+    lock): written under a random name and hard-linked to name, which fails when name exists. True when it was
+    created, False when something already was there."""
+    temporary = stage_file(directory_fd, name, content, mode)
+    try:
+        os.link(temporary, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd, follow_symlinks=False)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        remove(directory_fd, temporary)
+
+
 def stage_file(directory_fd, name, content, mode, owner=None):
     """A new file beside name with content, mode and owner, under a random temporary name, for a rename over name
     later (os.replace with directory_fd as both directories); removed again when it cannot be written whole."""

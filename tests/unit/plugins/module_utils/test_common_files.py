@@ -159,3 +159,18 @@ def test_a_tree_is_handed_over_bottom_up_links_themselves_never_their_targets(tm
         os.close(directory)
     owners = set(os.lstat(str(path)).st_uid for path in [tree] + list(tree.rglob("*")))
     assert owners == {NOBODY} and os.lstat(str(outside)).st_uid == 0
+
+
+def test_a_file_is_created_exclusively_once_and_a_link_at_its_name_is_left_alone(tmp_path):
+    directory = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert files.create_exclusively(directory, "lock", "first\n", 0o600) is True
+        assert files.create_exclusively(directory, "lock", "second\n", 0o600) is False
+        os.symlink("/etc/passwd-of-nobody", str(tmp_path / "planted"))
+        assert files.create_exclusively(directory, "planted", "third\n", 0o600) is False
+    finally:
+        os.close(directory)
+    assert (tmp_path / "lock").read_text() == "first\n"
+    assert stat.S_IMODE(os.stat(str(tmp_path / "lock")).st_mode) == 0o600
+    assert os.readlink(str(tmp_path / "planted")) == "/etc/passwd-of-nobody"
+    assert sorted(os.listdir(str(tmp_path))) == ["lock", "planted"]

@@ -1,0 +1,181 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""The upgrade playbook's state on a node: the lock that keeps two runs apart, the record of a switch in progress,
+and the plan prepare makes from them and from what the node runs. Pure, for the upgrade_state module, the
+upgrade_plan filter, the upgrade_run lookup and the unit tests."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+import json
+import re
+
+# Under the state directory, root's alone.
+DIRECTORY = "upgrade"
+LOCK = "lock.json"
+RECORD = "switch.json"
+# A lock or a record is a line of JSON.
+LIMIT = 16384
+
+OWNER_KEYS = ("id", "controller", "pid", "pid_started", "user", "started")
+RECORD_KEYS = ("run", "from", "to", "from_venv", "to_venv", "stopped_at")
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class BadState(ValueError):
+    """A lock or a record that is not what the upgrade writes."""
+
+
+def owner_problems(owner, option="owner"):
+    """Why owner is not the identity of a run, as upgrade_run gives it; [] when it is."""
+    if not isinstance(owner, dict):
+        return ["%s must be a dict of %s" % (option, ", ".join(OWNER_KEYS))]
+    problems = []
+    missing = [key for key in OWNER_KEYS if key not in owner]
+    if missing:
+        problems.append("%s lacks %s" % (option, ", ".join(missing)))
+    if not RUN_ID.fullmatch(str(owner.get("id", ""))):
+        problems.append("%s.id must be 32 lowercase hex digits" % option)
+    if not isinstance(owner.get("pid"), int) or isinstance(owner.get("pid"), bool) or owner.get("pid") < 1:
+        problems.append("%s.pid must be a process id" % option)
+    if not isinstance(owner.get("started"), (int, float)) or isinstance(owner.get("started"), bool):
+        problems.append("%s.started must be a time in seconds" % option)
+    for key in ("controller", "user"):
+        if not isinstance(owner.get(key), str) or not owner.get(key) or not owner.get(key).isprintable():
+            problems.append("%s.%s must be a printable name" % (option, key))
+    if owner.get("pid_started") is not None and not isinstance(owner.get("pid_started"), str):
+        problems.append("%s.pid_started must be a string or null" % option)
+    return problems
+
+
+def record_problems(record):
+    """Why record is not a switch record as the upgrade writes it; [] when it is."""
+    if not isinstance(record, dict):
+        return ["the record must be a dict of %s" % ", ".join(RECORD_KEYS)]
+    problems = []
+    missing = [key for key in RECORD_KEYS if key not in record]
+    if missing:
+        problems.append("the record lacks %s" % ", ".join(missing))
+    if not RUN_ID.fullmatch(str(record.get("run", ""))):
+        problems.append("record.run must be a run's id")
+    for key in ("from", "to", "to_venv"):
+        if not isinstance(record.get(key), str) or not record.get(key) or not record.get(key).isprintable():
+            problems.append("record.%s must be a printable name" % key)
+    if record.get("from_venv") is not None and not isinstance(record.get("from_venv"), str):
+        problems.append("record.from_venv must be a name or null")
+    stopped_at = record.get("stopped_at")
+    if not isinstance(stopped_at, (int, float)) or isinstance(stopped_at, bool) or stopped_at <= 0:
+        problems.append("record.stopped_at must be a time in seconds")
+    return problems
+
+
+def encoded(value):
+    return json.dumps(value, sort_keys=True) + "\n"
+
+
+def decoded(data, what, problems_of):
+    """The lock or record in data (bytes); BadState naming what is wrong with it."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadState("the %s is not JSON (%s)" % (what, exc))
+    problems = problems_of(value)
+    if problems:
+        raise BadState("the %s is not one the upgrade writes: %s" % (what, "; ".join(problems)))
+    return value
+
+
+def described(owner, now):
+    """The holder of a lock, as a message names it."""
+    return "run %s of %s on %s (process %d), %d s old" % (
+        owner["id"][:8], owner["user"], owner["controller"], owner["pid"], max(0, int(now - owner["started"])))
+
+
+def lock_decision(holder, owner, gone_run):
+    """What taking the lock for owner does, given the holder found (None for none) and the id of a run the
+    controller proved gone: "take" (free), "keep" (owner holds it already), "replace" (its holder is gone) or
+    "refuse" (another run, alive or not provably gone, holds it)."""
+    if holder is None:
+        return "take"
+    if holder["id"] == owner["id"]:
+        return "keep"
+    if gone_run and holder["id"] == gone_run:
+        return "replace"
+    return "refuse"
+
+
+def refusal(holder, now, lock_path):
+    return ("Another upgrade holds this node: %s. Wait for it to end. If that run is gone (its controller "
+            "rebooted, its connection lost), a run from that controller takes the lock over by itself; from another "
+            "controller, remove %s once you are sure. Nothing was changed" % (described(holder, now), lock_path))
+
+
+def left_behind(holder, record, now, lock_path):
+    """What a lock held or a switch record left on a node means for another playbook, and what to do; "" when
+    neither is there."""
+    said = []
+    if holder is not None:
+        said.append("An upgrade holds this node: %s. Wait for it to end; if that run is gone and no upgrade runs, "
+                    "run the upgrade again from its controller, which takes the lock over, or remove %s"
+                    % (described(holder, now), lock_path))
+    if record is not None:
+        said.append("A switch from %s to %s that began %d s ago did not end here: run the upgrade again "
+                    "(-e stack_profile=%s) to finish it or roll it back"
+                    % (record["from"], record["to"], max(0, int(now - record["stopped_at"])), record["to"]))
+    return ". ".join(said)
+
+
+def gone(holder, controller, process_started):
+    """Whether the run holder is provably gone: it ran on this controller, and its process no longer runs, or
+    another process has its id since (process_started(pid) gives a process's start, None when none runs)."""
+    if holder["controller"] != controller:
+        return False
+    started = process_started(holder["pid"])
+    return started is None or (holder["pid_started"] is not None and started != holder["pid_started"])
+
+
+def plan(running, target, record, serving):
+    """What prepare decides for a node.
+
+    running: {"venv": the virtualenv the stable link points at, "profile": its profile}; target: {"venv": the
+    target's virtualenv, "profile": the target profile}; record: the switch record a run left on the node (None
+    when none); serving: whether the server answered a generation just now.
+
+    A node is unchanged only when it runs the target, serves, and no switch was left. A record means a switch was
+    begun and did not end:
+    the node was out of service since its stop unless it serves now, its pre-upgrade snapshot is the one that
+    switch took and is never taken again, and it is switched from what the record says it ran."""
+    on_target = running["venv"] == target["venv"]
+    needed = not (on_target and serving)
+    source = record["from"] if record else (running["profile"] or "unknown")
+    # A node that serves now has been out of service since nothing; one that does not since the recorded stop.
+    stopped_at = record["stopped_at"] if record and not serving else None
+    if not needed:
+        # A run that switched it was interrupted after its gate: the node serves on the target, as the probe proved.
+        outcome = "upgraded" if record else "unchanged"
+        note = ("switched by run %s, which was interrupted after the new server answered" % record["run"][:8]
+                if record else None)
+    else:
+        outcome = "prepared"
+        if record:
+            note = ("a switch to %s begun by run %s did not end: it is finished from the snapshot that run took"
+                    % (record["to"], record["run"][:8]))
+        elif on_target:
+            note = "the node runs %s but did not answer a generation: it is started and gated again" % target["profile"]
+        else:
+            note = None
+    return {
+        "from": source,
+        "to": target["profile"],
+        "needed": needed,
+        "resumed": record is not None,
+        "outcome": outcome,
+        "snapshot": needed and record is None and not on_target,
+        "stopped_at": stopped_at,
+        "from_venv": record["from_venv"] if record else running["venv"],
+        "to_venv": target["venv"],
+        "note": note,
+    }

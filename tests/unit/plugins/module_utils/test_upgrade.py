@@ -1,0 +1,126 @@
+"""_stack/upgrade.py: the plan prepare makes, the node lock's decisions and the shapes of a lock and a record."""
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import upgrade
+
+CU128 = {"venv": "ml-env.cu128-1a2b3c4d", "profile": "cu128"}
+CU130 = {"venv": "ml-env.cu130-5e6f7a8b", "profile": "cu130"}
+RUN = "9f0c2e4b6a8d4f10b2c3d4e5f6a7b8c9"
+OWNER = {"id": RUN, "controller": "ops-1", "pid": 4242, "pid_started": "8812731", "user": "ops", "started": 1000.0}
+RECORD = {"run": RUN, "from": "cu128", "to": "cu130", "from_venv": CU128["venv"], "to_venv": CU130["venv"],
+          "stopped_at": 2000.0}
+
+
+def test_a_node_on_the_target_that_serves_is_unchanged_and_nothing_is_recorded():
+    decided = upgrade.plan(CU130, CU130, None, True)
+    assert decided == {"from": "cu130", "to": "cu130", "needed": False, "resumed": False, "outcome": "unchanged",
+                       "snapshot": False,
+                       "stopped_at": None, "from_venv": CU130["venv"], "to_venv": CU130["venv"], "note": None}
+
+
+def test_a_node_on_the_old_stack_is_switched_from_a_new_snapshot():
+    decided = upgrade.plan(CU128, CU130, None, True)
+    assert (decided["needed"], decided["outcome"], decided["snapshot"], decided["stopped_at"]) == (
+        True, "prepared", True, None)
+    assert (decided["from"], decided["from_venv"], decided["note"]) == ("cu128", CU128["venv"], None)
+
+
+def test_a_node_whose_link_moved_but_which_does_not_serve_is_switched_again_not_unchanged():
+    """The link alone said 'unchanged' after an interruption between the link and the gate."""
+    decided = upgrade.plan(CU130, CU130, None, False)
+    assert (decided["needed"], decided["outcome"], decided["snapshot"]) == (True, "prepared", False)
+    assert decided["note"] == "the node runs cu130 but did not answer a generation: it is started and gated again"
+
+
+@pytest.mark.parametrize("running", [CU128, CU130], ids=["stopped before the link", "stopped after the link"])
+def test_a_switch_left_by_an_interrupted_run_is_finished_from_its_snapshot_and_counts_its_outage(running):
+    decided = upgrade.plan(running, CU130, RECORD, False)
+    assert (decided["needed"], decided["snapshot"], decided["stopped_at"]) == (True, False, 2000.0)
+    assert (decided["from"], decided["from_venv"]) == ("cu128", CU128["venv"])
+    assert decided["note"] == ("a switch to cu130 begun by run 9f0c2e4b did not end: it is finished from the "
+                               "snapshot that run took")
+
+
+def test_a_record_of_a_node_that_serves_on_the_target_is_upgraded_without_a_new_switch():
+    decided = upgrade.plan(CU130, CU130, RECORD, True)
+    assert (decided["needed"], decided["resumed"], decided["outcome"], decided["stopped_at"]) == (
+        False, True, "upgraded", None)
+    assert decided["note"] == "switched by run 9f0c2e4b, which was interrupted after the new server answered"
+
+
+def test_a_record_of_a_node_still_serving_its_old_stack_starts_the_outage_anew():
+    decided = upgrade.plan(CU128, CU130, RECORD, True)
+    assert (decided["needed"], decided["snapshot"], decided["stopped_at"]) == (True, False, None)
+
+
+def test_an_unknown_profile_is_named_so():
+    assert upgrade.plan({"venv": None, "profile": None}, CU130, None, False)["from"] == "unknown"
+
+
+@pytest.mark.parametrize("holder,gone_run,decision", [
+    (None, None, "take"),
+    (OWNER, None, "keep"),
+    (dict(OWNER, id="0" * 32), None, "refuse"),
+    (dict(OWNER, id="0" * 32), "0" * 32, "replace"),
+    (dict(OWNER, id="0" * 32), "1" * 32, "refuse"),
+])
+def test_the_lock_is_taken_kept_replaced_only_when_proved_gone_or_refused(holder, gone_run, decision):
+    assert upgrade.lock_decision(holder, OWNER, gone_run) == decision
+
+
+def test_a_run_is_gone_only_on_its_own_controller_when_its_process_is():
+    assert upgrade.gone(OWNER, "ops-1", lambda pid: None) is True
+    assert upgrade.gone(OWNER, "ops-1", lambda pid: "999") is True  # the id was taken by another process
+    assert upgrade.gone(OWNER, "ops-1", lambda pid: "8812731") is False
+    assert upgrade.gone(OWNER, "ops-2", lambda pid: None) is False
+    assert upgrade.gone(dict(OWNER, pid_started=None), "ops-1", lambda pid: "") is False
+
+
+def test_the_refusal_names_the_holder_its_age_and_the_way_out():
+    message = upgrade.refusal(OWNER, 1065.9, "/var/lib/blackwell-gpu-node/upgrade/lock.json")
+    assert message.startswith("Another upgrade holds this node: run 9f0c2e4b of ops on ops-1 (process 4242), 65 s old.")
+    assert "remove /var/lib/blackwell-gpu-node/upgrade/lock.json once you are sure" in message
+
+
+def test_what_is_left_behind_tells_another_playbook_what_to_do():
+    assert upgrade.left_behind(None, None, 0, "/l") == ""
+    assert upgrade.left_behind(None, RECORD, 2030, "/l") == (
+        "A switch from cu128 to cu130 that began 30 s ago did not end here: run the upgrade again "
+        "(-e stack_profile=cu130) to finish it or roll it back")
+    assert upgrade.left_behind(OWNER, None, 1010, "/l").startswith(
+        "An upgrade holds this node: run 9f0c2e4b of ops on ops-1 (process 4242), 10 s old.")
+
+
+@pytest.mark.parametrize("owner,problem", [
+    ("ops", "owner must be a dict"),
+    ({k: v for k, v in OWNER.items() if k != "pid"}, "owner lacks pid"),
+    (dict(OWNER, id="ABC"), "owner.id must be 32 lowercase hex digits"),
+    (dict(OWNER, pid=True), "owner.pid must be a process id"),
+    (dict(OWNER, pid=0), "owner.pid must be a process id"),
+    (dict(OWNER, started="now"), "owner.started must be a time in seconds"),
+    (dict(OWNER, user="o\nps"), "owner.user must be a printable name"),
+    (dict(OWNER, pid_started=5), "owner.pid_started must be a string or null"),
+])
+def test_an_owner_of_another_shape_is_refused(owner, problem):
+    assert any(found.startswith(problem) for found in upgrade.owner_problems(owner))
+
+
+@pytest.mark.parametrize("record,problem", [
+    ([], "the record must be a dict"),
+    (dict(RECORD, run="x"), "record.run must be a run's id"),
+    (dict(RECORD, to=""), "record.to must be a printable name"),
+    (dict(RECORD, from_venv=3), "record.from_venv must be a name or null"),
+    (dict(RECORD, stopped_at=0), "record.stopped_at must be a time in seconds"),
+    ({"run": RUN}, "the record lacks from, to, from_venv, to_venv, stopped_at"),
+])
+def test_a_record_of_another_shape_is_refused(record, problem):
+    assert any(found.startswith(problem) for found in upgrade.record_problems(record))
+    assert upgrade.owner_problems(OWNER) == [] and upgrade.record_problems(RECORD) == []
+
+
+def test_a_lock_is_read_back_as_written_and_anything_else_is_named():
+    assert upgrade.decoded(upgrade.encoded(OWNER).encode(), "lock", upgrade.owner_problems) == OWNER
+    with pytest.raises(upgrade.BadState, match="the lock is not JSON"):
+        upgrade.decoded(b"\xff", "lock", upgrade.owner_problems)
+    with pytest.raises(upgrade.BadState, match="the lock is not one the upgrade writes: owner lacks"):
+        upgrade.decoded(b"{}", "lock", upgrade.owner_problems)
