@@ -33,7 +33,7 @@ help:
 	@echo "make hostile  every module as root against a tree an unprivileged user made hostile (part of make test)"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's converged run on 1 and 8 nodes, docker and SSH (pipelining on, off), against as many no-op tasks (BENCH_SITE_ARGS='--fleet 0 --skip-ssh')"
-	@echo "make bench-upgrade  one node's time out of service in an upgrade, against a reinstall in place"
+	@echo "make bench-upgrade  one node's time out of service in an upgrade, task by task, against a reinstall in place"
 	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... JOBS=... DEADLINE=...)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
 	@echo "make lock   re-resolve requirements/tools.in into requirements/tools.txt"
