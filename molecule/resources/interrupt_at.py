@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+RESEND = 1.0
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "integration"))
 from process_tree import kill_tree  # noqa: E402 (after its directory is on the path)
 
@@ -28,6 +30,7 @@ def main():
     deadline = time.monotonic() + args.timeout
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     interrupt_at, sent, pending = None, False, b""
+    tasks_seen, tasks_at_signal, last_signal_check = 0, 0, time.monotonic()
     while True:
         now = time.monotonic()
         if now > deadline:
@@ -39,7 +42,15 @@ def main():
             child.send_signal(signal.SIGINT)
             sent = True
             print("interrupt_at: SIGINT sent %.1f s after %r" % (args.after, args.at), flush=True)
-            interrupt_at = float("inf")
+            # ansible-playbook can miss a SIGINT (one that lands while it loads an included role): as an operator
+            # presses Ctrl-C again, another follows when it starts a further task within RESEND seconds.
+            interrupt_at, tasks_at_signal = float("inf"), tasks_seen
+        if sent and tasks_seen > tasks_at_signal and now - last_signal_check >= RESEND:
+            child.send_signal(signal.SIGINT)
+            print("interrupt_at: SIGINT sent again: it went on to another task", flush=True)
+            tasks_at_signal = tasks_seen
+        if sent and now - last_signal_check >= RESEND:
+            last_signal_check = now
         readable = select.select([child.stdout], [], [], 0.2)[0]
         if not readable:
             continue
@@ -48,6 +59,7 @@ def main():
             break
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
+        tasks_seen += chunk.count(b"\nTASK [")
         pending = (pending + chunk)[-4096:]
         if interrupt_at is None and args.at.encode() in pending:
             interrupt_at = time.monotonic() + args.after
