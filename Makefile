@@ -134,9 +134,11 @@ FIXTURES = $(DEMO_FIXTURES); \
 	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
 	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD
 
-# `make molecule SCENARIO=NAME` runs one scenario, with the images and fixtures it needs built.
+# `make molecule SCENARIO=NAME` runs one scenario, with the images and fixtures it needs built. Without it, every
+# scenario, MOLECULE_LANES (default 2) at once, each one's output in .build/molecule/NAME.log, all printed at the end
+# with a line per scenario (tests/run_scenarios.py).
 molecule: toolchain engine
-	$(FIXTURES); molecule test $(if $(SCENARIO),-s $(SCENARIO),--all)
+	$(FIXTURES); $(if $(SCENARIO),molecule test -s $(SCENARIO),python tests/run_scenarios.py)
 
 # The ml_stack role installing the real cu128 stack from PyPI (several GB of wheels); not part of `make test`.
 # Its scenario lives outside molecule/, where `molecule test --all` does not look.

@@ -5,7 +5,7 @@ import os
 
 testinfra_hosts = ["docker://monitoring"]
 EXPORTER = "http://127.0.0.1:38240/metrics"
-SERVER = "http://127.0.0.1:38241/metrics"
+SERVER = "http://127.0.0.1:38245/metrics"
 
 
 def fetch(host, url):
@@ -45,6 +45,6 @@ def test_the_service_discovery_file_lists_both_endpoints():
     with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "prometheus", "gpu_nodes.json")) as handle:
         groups = json.load(handle)
     assert groups == [
-        {"targets": ["127.0.0.1:38241"], "labels": {"job": "sglang", "node": "monitoring"}},
+        {"targets": ["127.0.0.1:38245"], "labels": {"job": "sglang", "node": "monitoring"}},
         {"targets": ["127.0.0.1:38240"], "labels": {"job": "dcgm", "node": "monitoring"}},
     ]
