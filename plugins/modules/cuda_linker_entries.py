@@ -23,6 +23,11 @@ description:
     other entries is reported and never edited.
   - A C(*.conf) file that is not UTF-8 text is neither checked nor changed; it is listed in RV(undecodable_files)
     with a warning.
+  - Given O(own_file), the collection's own linker file, it first writes that with O(own_content) where its bytes,
+    owner or mode differ, root's and C(0644), replaced atomically and never written through a link. The other
+    files are then checked against what the linker will read, so that the earlier text of that file (the CUDA
+    the host ran before) is never taken for a stale entry. One call does both, so that an upgrade's switch pays
+    for one task.
   - Run C(ldconfig) afterwards when the task reports a change.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -49,6 +54,14 @@ options:
     type: str
     choices: [disable, report]
     default: disable
+  own_file:
+    description:
+      - The collection's own linker file, a C(*.conf) file directly in O(conf_dir), written with O(own_content).
+      - Unset, no file is written.
+    type: path
+  own_content:
+    description: The text of O(own_file); required with it.
+    type: str
   suffix:
     description:
       - Appended to the name of a disabled file.
@@ -64,7 +77,14 @@ EXAMPLES = r"""
     major: 13
   register: linker
 
-- name: Refresh the linker cache when a file was disabled
+- name: Ensure the linker reads CUDA 13's lib64 and no CUDA 12 directory
+  blackwell.gpu_node.cuda_linker_entries:
+    major: 13
+    own_file: /etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf
+    own_content: "/usr/local/cuda-13.0/lib64\n"
+  register: linker
+
+- name: Refresh the linker cache when a file was disabled or written
   ansible.builtin.command: ldconfig
   when: linker is changed
 """
@@ -86,6 +106,11 @@ mixed_files:
   returned: always
   type: list
   elements: str
+own_file_changed:
+  description: Whether O(own_file) was (in check mode, would be) written.
+  returned: always
+  type: bool
+  sample: false
 undecodable_files:
   description: C(*.conf) files that are not UTF-8 text, neither checked nor changed; look at them by hand.
   returned: always
@@ -100,8 +125,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import (
     classify,
     option_problems,
+    own_file_needs_writing,
+    own_file_problem,
     read_conf_files,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    file_state,
+    open_directory,
+    write_atomically,
+)
+
+# The linker file the cuda role writes holds one line.
+OWN_FILE_LIMIT = 64 * 1024
 
 
 def main():
@@ -111,27 +146,56 @@ def main():
             conf_dir=dict(type="path", default="/etc/ld.so.conf.d"),
             stale=dict(type="str", choices=["disable", "report"], default="disable"),
             suffix=dict(type="str", default=".disabled-by-blackwell-gpu-node"),
+            own_file=dict(type="path"),
+            own_content=dict(type="str"),
         ),
+        required_together=[("own_file", "own_content")],
         supports_check_mode=True,
     )
     params = module.params
+    own_file, own_content = params["own_file"], params["own_content"]
     problems = option_problems(params["major"], params["suffix"])
+    if own_file is not None:
+        problems.extend(problem for problem in [own_file_problem(params["conf_dir"], own_file)] if problem)
     if problems:
         module.fail_json(msg="; ".join(problems))
     if not os.path.isdir(params["conf_dir"]):
         module.fail_json(msg="conf_dir=%s is not a directory" % params["conf_dir"])
     files, undecodable = read_conf_files(params["conf_dir"])
+    names_before = sorted(files)
+    own_before = None
+    write_own = False
+    if own_file is not None:
+        state = file_state(own_file, OWN_FILE_LIMIT)
+        own_before = state["content"] if state else ""
+        write_own = own_file_needs_writing(state, own_content)
+        # What the linker reads once the file is written.
+        files[own_file] = own_content
+        undecodable = [path for path in undecodable if path != own_file]
     for path in undecodable:
         module.warn("%s is not UTF-8 text: it was neither checked nor changed; look at it by hand." % path)
     found = classify(files, params["major"], os.path.realpath)
     disabled = []
     if params["stale"] == "disable":
         disabled = [dict(to=path + params["suffix"], **{"from": path}) for path in found["stale_files"]]
-    result = dict(changed=bool(disabled), stale_entries=found["stale_entries"], disabled=disabled,
-                  mixed_files=found["mixed_files"], undecodable_files=undecodable)
-    result["diff"] = dict(before="\n".join(sorted(files)) + "\n",
-                          after="\n".join(sorted(set(files) - set(found["stale_files"] if disabled else []))) + "\n")
+    result = dict(changed=bool(disabled) or write_own, stale_entries=found["stale_entries"], disabled=disabled,
+                  mixed_files=found["mixed_files"], undecodable_files=undecodable, own_file_changed=write_own)
+    result["diff"] = [dict(before_header=params["conf_dir"], after_header=params["conf_dir"],
+                           before="\n".join(names_before) + "\n",
+                           after="\n".join(sorted(set(files) - set(found["stale_files"] if disabled else []))) + "\n")]
+    if own_file is not None:
+        result["diff"].append(dict(before_header=own_file, after_header=own_file, before=own_before,
+                                   after=own_content))
     if not module.check_mode:
+        if write_own:
+            directory = open_directory(params["conf_dir"], "conf_dir")
+            try:
+                write_atomically(directory, os.path.basename(own_file), own_content, 0o644, owner=(0, 0))
+            except OSError as exc:
+                module.fail_json(msg="%s could not be written (%s); it was left as it was, and no other file was "
+                                     "renamed." % (own_file, exc.strerror or exc))
+            finally:
+                os.close(directory)
         for rename in disabled:
             os.rename(rename["from"], rename["to"])
     module.exit_json(**result)

@@ -56,3 +56,48 @@ def test_a_suffix_ending_in_conf_fails_before_anything_is_renamed(tmp_path):
     assert result["failed"] is True
     assert result["msg"] == "suffix='.old.conf' must not end in .conf: ldconfig would still read the file"
     assert (directory / "987_cuda-12.conf").exists()
+
+
+def test_own_file_is_written_first_and_its_earlier_text_is_not_taken_for_a_stale_entry(tmp_path):
+    directory = conf_dir(tmp_path)
+    own = directory / "000-blackwell-gpu-node-cuda.conf"
+    # What the host ran before: CUDA 12.8's lib64, in the file the role now points at CUDA 13.0.
+    own.write_text("/usr/local/cuda-12.8/lib64\n")
+    own.chmod(0o600)
+    content = "# managed\n/usr/local/cuda-13.0/lib64\n"
+    predicted = run_module("cuda_linker_entries", check_mode=True, major=13, conf_dir=str(directory),
+                           own_file=str(own), own_content=content)
+    assert predicted["changed"] is True and predicted["own_file_changed"] is True
+    assert own.read_text() == "/usr/local/cuda-12.8/lib64\n"
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(directory), own_file=str(own),
+                        own_content=content)
+    assert result["own_file_changed"] is True
+    assert own.read_text() == content and oct(own.stat().st_mode & 0o7777) == "0o644" and own.stat().st_uid == 0
+    assert [rename["from"] for rename in result["disabled"]] == [str(directory / "987_cuda-12.conf")]
+    assert str(own) not in [entry["file"] for entry in result["stale_entries"]]
+    again = run_module("cuda_linker_entries", major=13, conf_dir=str(directory), own_file=str(own),
+                       own_content=content)
+    assert again["changed"] is False and again["own_file_changed"] is False
+
+
+def test_own_file_replaces_a_link_rather_than_writing_through_it(tmp_path):
+    directory = conf_dir(tmp_path)
+    target = tmp_path.parent / (tmp_path.name + "-elsewhere")
+    target.write_text("untouched\n")
+    own = directory / "000-blackwell-gpu-node-cuda.conf"
+    own.symlink_to(target)
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(directory), own_file=str(own),
+                        own_content="/usr/local/cuda-13.0/lib64\n")
+    assert result["own_file_changed"] is True
+    assert not own.is_symlink() and own.read_text() == "/usr/local/cuda-13.0/lib64\n"
+    assert target.read_text() == "untouched\n"
+
+
+def test_own_file_outside_conf_dir_fails_before_anything_changes(tmp_path):
+    directory = conf_dir(tmp_path)
+    result = run_module("cuda_linker_entries", major=13, conf_dir=str(directory), own_file=str(tmp_path.parent / "x.conf"),
+                        own_content="/usr/local/cuda-13.0/lib64\n")
+    assert result["failed"] is True
+    assert result["msg"] == "own_file=%s must be a *.conf file directly in conf_dir=%s, which ldconfig reads" % (
+        tmp_path.parent / "x.conf", directory)
+    assert (directory / "987_cuda-12.conf").exists()

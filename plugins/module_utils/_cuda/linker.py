@@ -71,6 +71,20 @@ def option_problems(major, suffix):
     return problems
 
 
+def own_file_problem(conf_dir, path):
+    """Why path cannot be the collection's own linker file, or None: ldconfig reads only *.conf files of
+    conf_dir."""
+    if os.path.dirname(path) != conf_dir.rstrip("/") or not os.path.basename(path).endswith(".conf"):
+        return "own_file=%s must be a *.conf file directly in conf_dir=%s, which ldconfig reads" % (path, conf_dir)
+    return None
+
+
+def own_file_needs_writing(state, content):
+    """Whether the collection's own linker file must be written: state is what file_state read (None when no
+    regular UTF-8 file is there); it must be root's, mode 0644, with exactly content."""
+    return state is None or state["uid"] != 0 or state["mode"] != 0o644 or state["content"] != content
+
+
 def read_conf_files(conf_dir):
     """The *.conf files of conf_dir as {path: text}, and the paths of those that are not UTF-8 text.
 

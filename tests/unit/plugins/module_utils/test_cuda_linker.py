@@ -8,6 +8,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker im
     cuda_major,
     entries,
     option_problems,
+    own_file_needs_writing,
+    own_file_problem,
     read_conf_files,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
@@ -113,3 +115,24 @@ def test_the_default_options_are_fine():
 
 def test_cuda_1_is_a_major_version():
     assert option_problems(1, ".disabled-by-blackwell-gpu-node") == []
+
+
+def test_own_file_must_be_a_conf_file_directly_in_conf_dir():
+    assert own_file_problem("/etc/ld.so.conf.d", "/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf") is None
+    assert own_file_problem("/etc/ld.so.conf.d/", "/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf") is None
+    for path in ("/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda", "/etc/000-blackwell-gpu-node-cuda.conf",
+                 "/etc/ld.so.conf.d/sub/x.conf"):
+        assert own_file_problem("/etc/ld.so.conf.d", path) == (
+            "own_file=%s must be a *.conf file directly in conf_dir=/etc/ld.so.conf.d, which ldconfig reads" % path)
+
+
+def test_own_file_is_written_unless_it_is_roots_0644_with_exactly_the_content():
+    content = "/usr/local/cuda-13.0/lib64\n"
+    good = {"uid": 0, "gid": 0, "mode": 0o644, "content": content}
+    assert not own_file_needs_writing(good, content)
+    assert own_file_needs_writing(None, content)
+    assert own_file_needs_writing(dict(good, uid=1000), content)
+    assert own_file_needs_writing(dict(good, mode=0o664), content)
+    assert own_file_needs_writing(dict(good, content="/usr/local/cuda-12.8/lib64\n"), content)
+    # The group is not compared, as the converged check does not compare it either.
+    assert not own_file_needs_writing(dict(good, gid=4), content)
