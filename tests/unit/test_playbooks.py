@@ -56,6 +56,18 @@ def test_the_upgrade_switch_is_recorded_before_the_stop_and_ended_only_after_the
     assert "End the record of the switch" not in [task["name"] for task in rollback["rescue"]]
 
 
+def test_only_the_linker_and_the_link_change_while_the_server_is_down_and_login_shells_follow_the_gate():
+    _prepare, switch, _release, _report = plays("upgrade.yml")
+    (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
+    names = [task["name"] for task in switching["block"]]
+    down = switching["block"][names.index("Stop the server") + 1:names.index(
+        "Start the server on the new stack and wait for the ready line and /health")]
+    assert [task["ansible.builtin.include_role"].get("tasks_from") for task in down] == ["linker.yml", "link.yml"]
+    assert names.index("Give login shells the target's CUDA") == names.index("Note that the node serves on the new stack") + 1
+    (finishing,) = [task for task in switch["tasks"] if task["name"].startswith("Finish the switch")]
+    assert finishing["block"][0]["ansible.builtin.include_role"]["tasks_from"] == "login_shells.yml"
+
+
 def test_the_upgrades_settings_are_read_through_default_so_that_inventory_reaches_them():
     """A play's vars_files outrank group_vars and host_vars: a setting defined there silently ignores inventory."""
     for name in ("upgrade.yml", "benchmark.yml"):
