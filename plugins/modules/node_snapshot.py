@@ -32,7 +32,9 @@ description:
     the virtualenv the link points at, so each per-profile virtualenv carries its own, and restoring the link
     restores it."
   - O(state=recorded) writes the snapshot to C(<state_dir>/snapshots/<name>.json), root's and C(0600), never
-    through a link; recording an unchanged node again changes nothing. A file there that a restore would refuse
+    through a link, with the C(sha256) of its content, so that a file changed since (a flipped bit, an edit by
+    hand) is refused like any other spoiled file. The snapshot it replaces, when that recorded another stack, is
+    kept as C(<name>.json.previous). Recording an unchanged node again changes nothing. A file there that a restore would refuse
     (another user's, writable by others, not a snapshot) never blocks a new recording. It is renamed aside to
     C(<name>.json.refused-<time>), with a warning, and the new snapshot written. A node whose stack a restore could not put
     back (the link pointing elsewhere than beside it, C(/usr/local/cuda) elsewhere than a
@@ -41,9 +43,12 @@ description:
   - O(state=restored) restores only a snapshot whose every level, from C(/) to the file, is root's and writable by
     root alone, and only when every value has the shape a recording gives it (the keys, their types, the link
     targets, the lines of the cuda role's files, without control characters). Any other snapshot is refused,
-    naming the file and the field, before anything is changed. Given O(snapshot) (what O(state=recorded) returned
-    in the same run), a restore falls back to it, checked the same way, when the file is missing or refused, and
-    warns; RV(source) says which was restored.
+    naming the file and the field, before anything is changed.
+  - "When the file is missing or refused, a restore takes the first of these that is there and passes the same
+    checks, warns, and says which in RV(source) and C(msg): O(snapshot) (what O(state=recorded) returned in the
+    same run); the snapshot the file replaced (C(<name>.json.previous)), unless O(fallback_venv) names another
+    virtualenv than it does; and, the last resort, the node as it is with only the stable path pointed back at
+    O(fallback_venv). Without any, it fails with every reason, and nothing is changed."
   - "O(state=restored) plans the whole restore and checks it against the host before its first change (the
     recorded virtualenv is a directory beside the link, the recorded CUDA installation exists, the cuda alternative
     still offers the recorded value, no renamed linker file is in the way): check mode reports the same problems.
@@ -102,6 +107,14 @@ options:
       - For O(state=restored), the snapshot this run recorded (RV(snapshot) of O(state=recorded)), restored when
         the file is missing or refused, so that a lost or spoiled file does not stop a rollback.
     type: dict
+  fallback_venv:
+    description:
+      - For O(state=restored), the name of the virtualenv beside O(venv_path) that the node ran before the switch
+        (C(<name>.<profile>-<8 hex digits>); the upgrade playbook's record of the switch names it).
+      - When no snapshot can be restored, the stable path is pointed back at it alone; C(/usr/local/cuda), the
+        linker files and the login-shell script stay as they are, and a warning says so. A kept previous snapshot
+        that names another virtualenv is not restored.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -119,6 +132,12 @@ EXAMPLES = r"""
 - name: Say what was put back
   ansible.builtin.debug:
     var: restored.actions
+
+- name: Put the old stack back, at least its virtualenv when the snapshot file was lost
+  blackwell.gpu_node.node_snapshot:
+    state: restored
+    venv_path: /home/sglang/ml-env
+    fallback_venv: ml-env.cu128-1a2b3c4d
 """
 
 RETURN = r"""
@@ -150,8 +169,9 @@ actions:
   elements: str
   sample: ["/home/sglang/ml-env -> ml-env.cu128-1a2b3c4d", "update-alternatives --set cuda /usr/local/cuda-12.8", "ldconfig"]
 source:
-  description: For O(state=restored), where the restored snapshot came from, V(file) or V(option) (O(snapshot));
-    null otherwise.
+  description:
+    - For O(state=restored), where the restored snapshot came from, V(file), V(option) (O(snapshot)), V(previous)
+      (the snapshot the file replaced) or V(fallback_venv) (the stable path alone); null otherwise.
   returned: always
   type: str
   sample: file
@@ -178,14 +198,15 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     LINKER_CONF,
     LINKER_DIR,
     MARKER_LIMIT,
+    PREVIOUS_SUFFIX,
     PROFILE_SCRIPT,
     SNAPSHOT_LIMIT,
     RestoreStopped,
     StepFailed,
     carry_out,
-    decoded_json,
     describe,
     facts,
+    file_text,
     in_progress_snapshot,
     in_progress_text,
     marker_profile,
@@ -198,6 +219,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     server_secrets,
     snapshot_problems,
     summary,
+    venv_only,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
@@ -248,17 +270,37 @@ def observe_venv(venv_path):
         inside = name if entry["kind"] == "directory" else entry["target"]
         if entry["kind"] != "directory" and not is_profile_virtualenv(venv_path, entry["target"]):
             return entry["kind"], entry["target"], None
-        try:
-            venv, _levels = walk(parent, inside, "venv_path")
-        except (OSError, InvalidOption):
-            return entry["kind"], entry["target"], None
-        try:
-            found = read_regular(MARKER, MARKER_LIMIT, venv)
-        except (OSError, InvalidOption):
-            found = None
-        finally:
-            os.close(venv)
-        return entry["kind"], entry["target"], marker_profile(found["data"] if found else None)
+        return entry["kind"], entry["target"], profile_in(parent, inside)
+    finally:
+        os.close(parent)
+
+
+def profile_in(parent, name):
+    """The profile that the marker of the virtualenv name (in the directory parent) names, None where there is
+    none to read: the virtualenv is entered as a directory of that name, no link followed, and its marker read
+    only as a small regular file."""
+    try:
+        venv, _levels = walk(parent, name, "venv_path")
+    except (OSError, InvalidOption):
+        return None
+    try:
+        found = read_regular(MARKER, MARKER_LIMIT, venv)
+    except (OSError, InvalidOption):
+        found = None
+    finally:
+        os.close(venv)
+    return marker_profile(found["data"] if found else None)
+
+
+def venv_profile(venv_path, target):
+    """profile_in of the virtualenv target beside the stable path venv_path; None when it is not one."""
+    if not is_profile_virtualenv(venv_path, target):
+        return None
+    parent, _name = parent_directory(venv_path)
+    if parent is None:
+        return None
+    try:
+        return profile_in(parent, target)
     finally:
         os.close(parent)
 
@@ -463,7 +505,7 @@ def record(module, current, path):
         raise InvalidOption("The node's stack cannot be recorded so that a restore could put it back: %s"
                             % "; ".join(problems))
     directory = snapshot_directory(params["state_dir"], create=not module.check_mode)
-    recorded = None
+    recorded = data = None
     try:
         if directory is not None:
             if unfinished_restore(directory) is not None:
@@ -472,19 +514,18 @@ def record(module, current, path):
                                     % os.path.join(os.path.dirname(path), IN_PROGRESS))
             try:
                 data = read_snapshot(directory, path)
+                recorded = parsed_snapshot(data, path, params["venv_path"]) if data is not None else None
             except InvalidOption as exc:
                 data = None
                 aside = set_aside(module, directory, path)
                 module.warn("%s; it was renamed to %s and the node recorded anew" % (exc, aside))
-            try:
-                recorded = decoded_json(data) if data is not None else None
-            except ValueError:
-                recorded = None
-        # A snapshot that is no snapshot is replaced by this one.
-        recorded = recorded if isinstance(recorded, dict) else None
-        changed = recorded != json.loads(serialized(current))
+        text = file_text(current)
+        changed = data is None or data != text.encode("utf-8")
         if changed and not module.check_mode:
-            write_atomically(directory, os.path.basename(path), serialized(current), 0o600)
+            # The snapshot it replaces stays at hand for a rollback that finds this one spoiled.
+            if recorded is not None and recorded != json.loads(serialized(current)):
+                write_atomically(directory, os.path.basename(path) + PREVIOUS_SUFFIX, data, 0o600)
+            write_atomically(directory, os.path.basename(path), text, 0o600)
     finally:
         if directory is not None:
             os.close(directory)
@@ -501,24 +542,60 @@ def set_aside(module, directory, path):
     return os.path.join(os.path.dirname(path), aside)
 
 
-def chosen_snapshot(module, directory, path, missing):
-    """(the snapshot to restore, its source): the file; or, when it is missing or refused and the run gave the
-    snapshot it recorded, that one, checked as the file would be."""
+def file_snapshot(directory, path, venv_path):
+    """The snapshot in the file path (in directory), None when there is none; InvalidOption when it is refused."""
+    data = read_snapshot(directory, path) if directory is not None else None
+    return None if data is None else parsed_snapshot(data, path, venv_path)
+
+
+def chosen_snapshot(module, directory, path, current, missing):
+    """(the snapshot to restore, its source, why the file was not restored or None), the first that is there and
+    passes every check, in this order: the file; the snapshot this run recorded (the option); the file it
+    replaced, when it names fallback_venv or fallback_venv is not given; and the node as it is with the stable
+    path back at fallback_venv. InvalidOption with every reason when none is."""
     params = module.params
+    venv_path, fallback = params["venv_path"], params["fallback_venv"]
+    problems = []
     try:
-        data = read_snapshot(directory, path) if directory is not None else None
-        if data is not None:
-            return parsed_snapshot(data, path, params["venv_path"]), "file"
-        if params["snapshot"] is None:
-            raise missing
-        problem = "There is no snapshot %s" % path
+        recorded = file_snapshot(directory, path, venv_path)
+        if recorded is not None:
+            return recorded, "file", None
+        problems.append("There is no snapshot %s" % path)
     except InvalidOption as exc:
-        if params["snapshot"] is None:
-            raise
-        problem = str(exc)
-    module.warn("%s; the snapshot this run recorded is restored instead" % problem)
-    return parsed_snapshot(serialized(params["snapshot"]).encode("utf-8"), "given as snapshot",
-                           params["venv_path"]), "option"
+        problems.append(str(exc))
+    if params["snapshot"] is not None:
+        try:
+            given = parsed_snapshot(serialized(params["snapshot"]).encode("utf-8"), "given as snapshot", venv_path)
+            return given, "option", "%s; the snapshot this run recorded is restored instead" % problems[0]
+        except InvalidOption as exc:
+            problems.append(str(exc))
+    previous_path = path + PREVIOUS_SUFFIX
+    try:
+        earlier = file_snapshot(directory, previous_path, venv_path)
+        if earlier is not None and fallback not in (None, earlier["venv"]["target"]):
+            problems.append("the snapshot it replaced, %s, names %s, not fallback_venv=%s"
+                            % (previous_path, earlier["venv"]["target"], fallback))
+        elif earlier is not None:
+            return earlier, "previous", ("%s; the snapshot it replaced, %s, is restored instead"
+                                         % ("; ".join(problems), previous_path))
+    except InvalidOption as exc:
+        problems.append(str(exc))
+    if fallback is not None:
+        try:
+            last = parsed_snapshot(serialized(venv_only(current, fallback, venv_profile(venv_path, fallback)))
+                                   .encode("utf-8"), "fallback_venv=%s" % fallback, venv_path)
+            return last, "fallback_venv", (
+                "%s; only the stable path goes back, to fallback_venv=%s: /usr/local/cuda, the linker files and "
+                "the login-shell script stay as they are" % ("; ".join(problems), fallback))
+        except InvalidOption as exc:
+            problems.append(str(exc))
+    # Only the file was there to try: its own words say what to do.
+    if problems == ["There is no snapshot %s" % path]:
+        raise missing
+    if len(problems) == 1:
+        raise InvalidOption(problems[0])
+    raise InvalidOption("No snapshot can be restored: %s. Give fallback_venv (the virtualenv beside venv_path that "
+                        "the node ran) to point the stable path back at it" % "; ".join(problems))
 
 
 def host_facts(module, recorded, venv_kind, cuda_kind, unfinished):
@@ -541,12 +618,15 @@ def restore(module, current, linker_files, venv_kind, cuda_kind, path):
     missing = InvalidOption("No snapshot %s to restore: record one first with state=recorded (name=%s, state_dir=%s)"
                             % (path, params["name"], params["state_dir"]))
     # Only check mode leaves a directory to create missing: it carries nothing out.
-    directory = snapshot_directory(params["state_dir"], create=params["snapshot"] is not None and not module.check_mode)
-    if directory is None and params["snapshot"] is None:
+    fallbacks = params["snapshot"] is not None or params["fallback_venv"] is not None
+    directory = snapshot_directory(params["state_dir"], create=fallbacks and not module.check_mode)
+    if directory is None and not fallbacks:
         raise missing
     node = Node(module, directory, params["name"])
     try:
-        recorded, source = chosen_snapshot(module, directory, path, missing)
+        recorded, source, instead = chosen_snapshot(module, directory, path, current, missing)
+        if instead:
+            module.warn(instead)
         unfinished = unfinished_restore(directory) if directory is not None else None
         actions, problems = restore_plan(recorded, current, linker_files,
                                          host_facts(module, recorded, venv_kind, cuda_kind, unfinished))
@@ -566,9 +646,12 @@ def restore(module, current, linker_files, venv_kind, cuda_kind, path):
     result = dict(changed=bool(actions), snapshot=recorded, source=source, actions=done,
                   finished_earlier_restore=unfinished is not None,
                   diff=dict(before=summary(current), after=summary(recorded)))
+    notes = [instead] if instead else []
     if unfinished is not None:
-        result["msg"] = ("This restore finished an earlier one%s that had stopped part-way, ldconfig included"
-                         % (" (of %s)" % unfinished if unfinished else ""))
+        notes.append("This restore finished an earlier one%s that had stopped part-way, ldconfig included"
+                     % (" (of %s)" % unfinished if unfinished else ""))
+    if notes:
+        result["msg"] = ". ".join(notes)
     return result
 
 
@@ -599,6 +682,7 @@ def main():
             server_name=dict(type="str", default="sglang"),
             server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
             snapshot=dict(type="dict"),
+            fallback_venv=dict(type="str"),
         ),
         supports_check_mode=True,
     )

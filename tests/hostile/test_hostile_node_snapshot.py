@@ -1,6 +1,7 @@
 """node_snapshot against a virtualenv, a marker and snapshots the service user made hostile: the marker is read
 bounded or not at all, a stable link that leaves its directory is entered nowhere, a snapshot another user could
 write or one edited with hostile values is never restored, and nothing outside the tree is written."""
+import hashlib
 import json
 import os
 
@@ -123,6 +124,9 @@ def test_a_root_snapshot_edited_with_hostile_values_is_refused_and_nothing_moves
     section, key, value = EDITS[name]
     snapshot[section][key] = value
     path = case.private / "state" / "snapshots" / "pre-upgrade.json"
+    # Sealed again, as whoever edits root's file can: the values themselves must be refused.
+    del snapshot["sha256"]
+    snapshot["sha256"] = hashlib.sha256((json.dumps(snapshot, indent=2, sort_keys=True) + "\n").encode()).hexdigest()
     path.write_text(json.dumps(snapshot))
     os.chmod(str(path), 0o600)
     restored = case.module(MODULE, dict(args, state="restored"))

@@ -200,6 +200,8 @@ MALFORMED = {
 
 def test_malformed_snapshots_are_refused_naming_the_file_and_the_field_before_any_change(upgraded):
     good = json.loads((upgraded.snapshots / "pre-upgrade.json").read_text())
+    # Without the checksum, as an earlier release wrote it: every field is still checked.
+    assert len(good.pop("sha256")) == 64
     files = {"truncated": '{"format": 1, "venv": {"pa', "nested": "[" * 100000}
     for name, (part, key, value) in MALFORMED.items():
         snapshot = json.loads(json.dumps(good))
@@ -328,3 +330,77 @@ def test_a_snapshot_file_a_restore_would_refuse_never_blocks_recording_again(tre
     (aside,) = [name for name in os.listdir(tree.snapshots) if name.startswith("pre-upgrade.json.refused-")]
     assert os.stat(tree.snapshots / aside).st_uid == NOBODY
     assert tree.module(state="restored")["changed"] is False
+
+
+def spoil_in_place(snapshot_file):
+    """Edit a recorded file as a flipped bit would: root's, 0600, still a snapshot, its checksum left as it was."""
+    document = json.loads(snapshot_file.read_text())
+    document["disabled_linker_files"] = ["999_other.conf" + SUFFIX]
+    snapshot_file.write_text(json.dumps(document))
+
+
+def test_recording_another_stack_keeps_the_snapshot_it_replaces(tree):
+    first = tree.module(state="recorded")
+    snapshot_file, previous = tree.snapshots / "pre-upgrade.json", tree.snapshots / "pre-upgrade.json.previous"
+    assert json.loads(snapshot_file.read_text())["sha256"] and not previous.exists()
+    recorded_first = snapshot_file.read_bytes()
+    assert tree.module(state="recorded")["changed"] is False and not previous.exists()
+    tree.upgrade()
+    second = tree.module(state="recorded")
+    assert second["changed"] is True and second["snapshot"] != first["snapshot"], second
+    assert previous.read_bytes() == recorded_first
+    assert (os.stat(previous).st_uid, os.stat(previous).st_mode & 0o777) == (0, 0o600)
+    assert json.loads(snapshot_file.read_text())["venv"]["target"] == NEW
+
+
+def test_a_spoiled_file_gives_way_to_the_snapshot_it_replaced_when_that_names_fallback_venv(tree):
+    before = tree.stack()
+    tree.module(state="recorded")
+    (tree.path("server") / "sglang.json").write_text(json.dumps(
+        {"pid": 4242, "start_time": 1, "argv": ["python", "-m", "sglang.launch_server"], "env_digest": "d",
+         "log_path": "/tmp/x.log", "offset": 0}))
+    assert tree.module(state="recorded")["changed"] is True
+    tree.upgrade()
+    spoil_in_place(tree.snapshots / "pre-upgrade.json")
+    shown = tree.module(state="current")
+    assert shown["snapshot"] is None and "was changed after it was recorded" in " ".join(shown["warnings"]), shown
+    checked = tree.module(state="restored", check_mode=True)
+    assert checked["changed"] is True and checked["source"] == "previous", checked
+    assert os.readlink(tree.venv_path) == NEW
+    restored = tree.module(state="restored", fallback_venv=OLD)
+    assert restored["changed"] is True and restored["source"] == "previous", restored
+    assert "pre-upgrade.json.previous, is restored instead" in restored["msg"]
+    assert tree.stack() == before
+
+
+def test_the_last_resort_points_the_stable_path_back_at_fallback_venv_alone(tree):
+    tree.module(state="recorded")
+    tree.upgrade()
+    after_upgrade = tree.stack()
+    (tree.snapshots / "pre-upgrade.json").unlink()
+    missing = tree.module(state="restored")
+    assert missing["failed"] is True and missing["msg"].startswith("No snapshot "), missing
+    forged = tree.module(state="restored", fallback_venv="../../root")
+    assert forged["failed"] is True and "fallback_venv=../../root cannot be restored: venv.target" in forged["msg"]
+    assert tree.stack() == after_upgrade
+    checked = tree.module(state="restored", fallback_venv=OLD, check_mode=True)
+    assert checked["changed"] is True and tree.stack() == after_upgrade, checked
+    restored = tree.module(state="restored", fallback_venv=OLD)
+    assert restored["changed"] is True and restored["source"] == "fallback_venv", restored
+    assert restored["actions"] == ["%s -> %s" % (tree.venv_path, OLD)]
+    assert restored["snapshot"]["venv"] == {"path": tree.venv_path, "target": OLD, "profile": "cu128"}
+    assert "only the stable path goes back, to fallback_venv=%s" % OLD in " ".join(restored["warnings"])
+    assert tree.stack() == dict(after_upgrade, venv=OLD)
+    assert tree.alternative() == [CUDA_NEW]
+
+
+def test_a_kept_snapshot_of_another_virtualenv_than_fallback_venv_is_not_restored(tree):
+    tree.module(state="recorded")
+    tree.upgrade()
+    tree.module(state="recorded")
+    after_upgrade = tree.stack()
+    (tree.snapshots / "pre-upgrade.json").chmod(0o666)
+    kept = tree.module(state="restored", fallback_venv=NEW)
+    assert kept["changed"] is False and kept["source"] == "fallback_venv", kept
+    assert "names %s, not fallback_venv=%s" % (OLD, NEW) in kept["msg"]
+    assert tree.stack() == after_upgrade

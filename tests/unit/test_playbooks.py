@@ -56,6 +56,16 @@ def test_the_upgrade_switch_is_recorded_before_the_stop_and_ended_only_after_the
     assert "End the record of the switch" not in [task["name"] for task in rollback["rescue"]]
 
 
+def test_the_rollback_falls_back_to_the_runs_snapshot_and_to_the_virtualenv_the_switch_record_names():
+    _prepare, switch, _release, _report = plays("upgrade.yml")
+    (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
+    (record,) = [task for task in switching["block"] if task["name"].startswith("Record the switch")]
+    restore = switching["rescue"][1]["block"][0]["blackwell.gpu_node.node_snapshot"]
+    assert restore["snapshot"] == "{{ __gpu_node_upgrade_recorded.snapshot | default(omit) }}"
+    recorded_from = record["blackwell.gpu_node.upgrade_state"]["record"]["from_venv"]
+    assert restore["fallback_venv"] == recorded_from.replace(" }}", " | default(omit, true) }}")
+
+
 def test_only_the_linker_and_the_link_change_while_the_server_is_down_and_login_shells_follow_the_gate():
     _prepare, switch, _release, _report = plays("upgrade.yml")
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]

@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+import hashlib
 import json
 import posixpath
 import re
@@ -72,6 +73,10 @@ FORMAT = 1
 SNAPSHOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Beside the snapshots from a restore's first change to its last step; a snapshot's name cannot start with '.'.
 IN_PROGRESS = ".restore-in-progress"
+# A snapshot file's key for the sha256 of the rest of it, and the name the file it replaces is kept under
+# (<name>.json.previous: no snapshot's file ends so).
+CHECKSUM = "sha256"
+PREVIOUS_SUFFIX = ".previous"
 # A snapshot is a few KiB; the cuda role's files and the virtualenv's marker well under these.
 SNAPSHOT_LIMIT = 1 << 20
 FILE_LIMIT = 1 << 16
@@ -339,17 +344,47 @@ def snapshot_problems(snapshot, venv_path):
     return problems
 
 
+def _checksum(snapshot):
+    return hashlib.sha256(serialized(snapshot).encode("utf-8")).hexdigest()
+
+
+def file_text(snapshot):
+    """The snapshot file's text: the snapshot with the sha256 of its serialized text, so that a file changed
+    since it was written (a flipped bit, an edit by hand) is told from one as recorded."""
+    return serialized(dict(snapshot, **{CHECKSUM: _checksum(snapshot)}))
+
+
+def unsealed(document, path):
+    """document (a snapshot file's JSON) without its checksum; InvalidOption naming the file when the checksum
+    does not match the rest. A file without one (written by an earlier release) is taken as it is."""
+    if not isinstance(document, dict) or CHECKSUM not in document:
+        return document
+    snapshot = dict((key, value) for key, value in document.items() if key != CHECKSUM)
+    if document[CHECKSUM] != _checksum(snapshot):
+        raise InvalidOption("The snapshot %s was changed after it was recorded: its %s does not match its content"
+                            % (path, CHECKSUM))
+    return snapshot
+
+
 def parsed_snapshot(data, path, venv_path):
-    """The snapshot in data (the bytes of the file path) for venv_path; InvalidOption naming the file and every
-    field that keeps it from being restored."""
+    """The snapshot in data (the bytes of the file path, its checksum verified) for venv_path; InvalidOption
+    naming the file and every field that keeps it from being restored."""
     try:
-        snapshot = decoded_json(data)
+        document = decoded_json(data)
     except ValueError as exc:
         raise InvalidOption("The snapshot %s is not JSON (%s)" % (path, exc))
+    snapshot = unsealed(document, path)
     problems = snapshot_problems(snapshot, venv_path)
     if problems:
         raise InvalidOption("The snapshot %s cannot be restored: %s" % (path, "; ".join(problems)))
     return snapshot
+
+
+def venv_only(current, venv_target, venv_profile):
+    """A rollback's last resort when no snapshot can be restored: the node as it is now, but for the stable
+    path, which goes back to venv_target (the virtualenv the node ran before the switch, its profile
+    venv_profile)."""
+    return dict(current, venv=dict(current["venv"], target=venv_target, profile=venv_profile))
 
 
 def facts(venv_path=None, venv_target_directory=False, cuda_link=None, cuda_directories=(), alternatives=None,

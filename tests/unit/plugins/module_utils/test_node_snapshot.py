@@ -2,6 +2,7 @@
 
 import copy
 import errno
+import hashlib
 import json
 import os
 
@@ -24,6 +25,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     decoded_json,
     describe,
     facts,
+    file_text,
     in_progress_snapshot,
     is_cuda_home,
     in_progress_text,
@@ -38,6 +40,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     snapshot_problems,
     summary,
     text_problems,
+    venv_only,
 )
 
 VENV = "/home/sglang/ml-env"
@@ -316,6 +319,38 @@ def test_a_valid_snapshot_parses_as_it_was_recorded():
         snapshot = valid()
         snapshot["server"] = server
         assert snapshot_problems(snapshot, VENV) == []
+
+
+def test_a_snapshot_file_carries_the_sha256_of_its_content_and_parses_back_without_it():
+    text = file_text(valid())
+    assert json.loads(text)["sha256"] == hashlib.sha256(serialized(valid()).encode()).hexdigest()
+    assert parsed_snapshot(text.encode(), SNAPSHOT_FILE, VENV) == valid()
+    # A file of an earlier release, without a checksum, is taken as it is.
+    assert parsed_snapshot(serialized(valid()).encode(), SNAPSHOT_FILE, VENV) == valid()
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda document: document["venv"].update(target=NEW),
+    lambda document: document["disabled_linker_files"].append("x.conf" + DISABLED_SUFFIX),
+    lambda document: document.update(sha256="0" * 64),
+    lambda document: document.update(sha256=None),
+])
+def test_a_snapshot_file_changed_since_it_was_written_is_refused_naming_it(spoil):
+    document = json.loads(file_text(valid()))
+    spoil(document)
+    with pytest.raises(InvalidOption) as refused:
+        parsed_snapshot(json.dumps(document).encode(), SNAPSHOT_FILE, VENV)
+    assert str(refused.value) == ("The snapshot %s was changed after it was recorded: its sha256 does not match its "
+                                  "content" % SNAPSHOT_FILE)
+
+
+def test_the_last_resort_changes_only_the_stable_path(before, after):
+    last = venv_only(after, OLD, "cu128")
+    assert last["venv"] == {"path": VENV, "target": OLD, "profile": "cu128"}
+    assert dict(last, venv=None) == dict(after, venv=None)
+    assert after["venv"]["target"] == NEW
+    actions, problems = restore_plan(last, after, AFTER_FILES, host())
+    assert (actions, problems) == ([{"action": "link", "path": VENV, "target": OLD}], [])
 
 
 def test_a_node_without_a_stack_yet_is_a_valid_snapshot():
