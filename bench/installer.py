@@ -89,7 +89,7 @@ def environment(cache, config=os.devnull):
 
 
 def run(argv, env, check=True):
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S, check=False)
     if check and done.returncode != 0:
         sys.exit("%s exited with %d:\n%s" % (" ".join(argv[:6]), done.returncode, (done.stderr or done.stdout)[-4000:]))
     return done
@@ -194,7 +194,7 @@ def measure(installer, uv, the_plan, work, reference):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--work", default=None, help="where the virtualenvs, caches and the wheelhouse go")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (the wheelhouse) afterwards")
     options = parser.parse_args()
