@@ -29,6 +29,15 @@ def end_leftovers(pids):
         kill_tree(pid)
 
 
+def send_again(child, started_by_command, why):
+    """Send the command another SIGINT, as an operator's second Ctrl-C: its handler was reset by the first, so this
+    one ends it. What it started is noted first, to be ended after it."""
+    started_by_command.update(descendants(child.pid) - {child.pid})
+    child.send_signal(signal.SIGINT)
+    print("interrupt_at: SIGINT sent again: %s" % why, flush=True)
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--at", required=True)
@@ -42,7 +51,7 @@ def main():
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     interrupt_at, sent, pending = None, False, b""
     tasks_seen, tasks_at_signal, last_signal_check = 0, 0, time.monotonic()
-    last_output, resent_when_silent, started_by_command = time.monotonic(), False, set()
+    last_output, resent, resent_when_silent, started_by_command = time.monotonic(), False, False, set()
     while True:
         now = time.monotonic()
         if now > deadline:
@@ -58,18 +67,14 @@ def main():
             # presses Ctrl-C again, another follows when it starts a further task within RESEND seconds.
             interrupt_at, tasks_at_signal = float("inf"), tasks_seen
         if sent and tasks_seen > tasks_at_signal and now - last_signal_check >= RESEND:
-            child.send_signal(signal.SIGINT)
-            print("interrupt_at: SIGINT sent again: it went on to another task", flush=True)
+            resent = send_again(child, started_by_command, "it went on to another task")
             tasks_at_signal = tasks_seen
         if sent and now - last_signal_check >= RESEND:
             last_signal_check = now
         if sent and not resent_when_silent and now - max(last_output, sent_at) >= args.stalled:
-            started_by_command = descendants(child.pid) - {child.pid}
-            child.send_signal(signal.SIGINT)
-            resent_when_silent = True
-            print("interrupt_at: SIGINT sent again: silent for %.0f s after the last one" % args.stalled,
-                  flush=True)
-        if resent_when_silent and child.poll() is not None:
+            resent = resent_when_silent = send_again(
+                child, started_by_command, "silent for %.0f s after the last one" % args.stalled)
+        if resent and child.poll() is not None:
             break  # its leftovers may hold the output open
         readable = select.select([child.stdout], [], [], 0.2)[0]
         if not readable:
@@ -80,7 +85,7 @@ def main():
         last_output = time.monotonic()
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
-        tasks_seen += chunk.count(b"\nTASK [")
+        tasks_seen += ((pending[-1:] or b"\n") + chunk).count(b"\nTASK [")  # a header can start a chunk
         pending = (pending + chunk)[-4096:]
         if interrupt_at is None and args.at.encode() in pending:
             interrupt_at = time.monotonic() + args.after

@@ -11,7 +11,7 @@ INTERRUPT_AT = CHECKOUT / "molecule" / "resources" / "interrupt_at.py"
 
 # Stands in for ansible-playbook: prints a task's header, and takes SIGINT as its handler does (reset to the default
 # action, then raise). HANG makes the raise end in a silent wait, as a SIGINT that lands while ansible-core loads an
-# included role can; WORKER starts a process in a session of its own first, as ansible-core's workers are.
+# included role can; GO_ON makes it start a further task instead, as one it misses does; WORKER starts a process in a session of its own first, as ansible-core's workers are.
 PLAYBOOK = r"""
 import os, signal, subprocess, sys, time
 def handler(signum, frame):
@@ -26,6 +26,9 @@ print("TASK [Stop the server] ***", flush=True)
 try:
     time.sleep(600)
 except KeyboardInterrupt:
+    if os.environ.get("GO_ON"):
+        print("TASK [Wait until the server is ready] ***", flush=True)
+        time.sleep(600)
     if os.environ.get("HANG"):
         time.sleep(600)
     print("[ERROR]: User interrupted execution", flush=True)
@@ -63,6 +66,19 @@ def test_a_run_left_silent_by_the_sigint_gets_another_and_its_workers_are_ended(
     assert run.returncode == 128 + signal.SIGINT, run.stdout
     assert "interrupt_at: SIGINT sent again: silent for 2 s after the last one" in run.stdout
     assert time.monotonic() - started < 30
+    worker = int(worker_file.read_text())
+    deadline = time.monotonic() + 10
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(worker)
+
+
+def test_a_run_that_goes_on_to_another_task_gets_another_and_its_workers_are_ended(tmp_path):
+    worker_file = tmp_path / "worker.pid"
+    run = interrupt("--stalled", "30", env={"GO_ON": "1", "WORKER": str(worker_file)})
+    assert run.returncode == 128 + signal.SIGINT, run.stdout
+    assert "interrupt_at: SIGINT sent again: it went on to another task" in run.stdout
+    assert "silent for" not in run.stdout
     worker = int(worker_file.read_text())
     deadline = time.monotonic() + 10
     while alive(worker) and time.monotonic() < deadline:
