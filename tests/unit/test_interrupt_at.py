@@ -11,7 +11,8 @@ INTERRUPT_AT = CHECKOUT / "molecule" / "resources" / "interrupt_at.py"
 
 # Stands in for ansible-playbook: prints a task's header, and takes SIGINT as its handler does (reset to the default
 # action, then raise). HANG makes the raise end in a silent wait, as a SIGINT that lands while ansible-core loads an
-# included role can; GO_ON makes it start a further task instead, as one it misses does; WORKER starts a process in a session of its own first, as ansible-core's workers are.
+# included role can; GO_ON makes it start a further task instead, as one it misses does; WORKER starts a process in a
+# session of its own first, as ansible-core's workers are.
 PLAYBOOK = r"""
 import os, signal, subprocess, sys, time
 def handler(signum, frame):
