@@ -23,8 +23,8 @@ if os.environ.get("WORKER"):
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     with open(os.environ["WORKER"], "w") as handle:
         handle.write(str(worker.pid))
-print("TASK [Stop the server] ***", flush=True)
 try:
+    print("TASK [Stop the server] ***", flush=True)
     time.sleep(600)
 except KeyboardInterrupt:
     if os.environ.get("GO_ON"):
