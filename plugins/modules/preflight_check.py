@@ -41,13 +41,85 @@ attributes:
 options:
   settings:
     description:
-      - The preflight role's variables without their C(preflight_) prefix, typed (C(gpus_required),
-        C(expected_gpu_family), C(expected_compute_capability), C(expected_gpu_count), C(tensor_parallel_size),
-        C(pipeline_parallel_size), C(nnodes), C(node_rank), C(dist_init_addr), C(model_path), C(model_is_hub_id),
-        C(venv_path), C(venv_python), C(venv_min_free_gib), C(service_user_name), C(service_user_create),
-        C(driver_install), C(driver_reboot), C(fabric_manager), C(host), C(port)).
+      - The preflight role's variables without their C(preflight_) prefix. Each is converted to its type here, so
+        that templated values, which are strings before ansible-core 2.19, are compared as numbers and booleans.
     type: dict
     required: true
+    suboptions:
+      gpus_required:
+        description: Whether the host must have NVIDIA GPUs and a working driver.
+        type: bool
+        required: true
+      expected_gpu_family:
+        description: The GPU family every GPU must belong to (such as V(blackwell) or V(hopper)); null accepts any.
+        type: str
+      expected_compute_capability:
+        description: The compute capability every GPU must have (such as V(12.0)); null accepts any.
+        type: str
+      expected_gpu_count:
+        description: How many GPUs the host must have; null accepts any number.
+        type: int
+      tensor_parallel_size:
+        description: The server's tensor parallel size, which the GPUs of the server's nodes must cover.
+        type: int
+        required: true
+      pipeline_parallel_size:
+        description: The server's pipeline parallel size.
+        type: int
+        required: true
+      nnodes:
+        description: How many nodes form one server.
+        type: int
+        required: true
+      node_rank:
+        description: This node's rank among them.
+        type: int
+        required: true
+      dist_init_addr:
+        description: The address at which the server's nodes meet (C(host:port)); needed with more than one node.
+        type: str
+      model_path:
+        description: The model's directory on the host, or its hub id with O(settings.model_is_hub_id).
+        type: str
+      model_is_hub_id:
+        description: Whether O(settings.model_path) is a hub id, which nothing on the host can check.
+        type: bool
+        default: false
+      venv_path:
+        description: The virtualenv's stable path, whose file system must have O(settings.venv_min_free_gib) free.
+        type: str
+      venv_python:
+        description: The interpreter the virtualenv is made with; checked to run and to create virtualenvs.
+        type: str
+      venv_min_free_gib:
+        description: GiB that must be free for a new virtualenv.
+        type: int
+      service_user_name:
+        description: The account the server runs as.
+        type: str
+      service_user_create:
+        description: Whether the run creates that account; without it, the account must exist.
+        type: bool
+        default: true
+      driver_install:
+        description: Whether the run installs the NVIDIA driver (a missing driver is then a note, not a refusal).
+        type: bool
+        default: false
+      driver_reboot:
+        description: Whether the run may reboot the host for its driver (a pending reboot is then a note).
+        type: bool
+        default: false
+      fabric_manager:
+        description: What the run does about NVIDIA Fabric Manager, one of V(auto), V(true), V(false).
+        type: raw
+        default: false
+      host:
+        description: The address the server listens on.
+        type: str
+        default: 127.0.0.1
+      port:
+        description: The port the server listens on, which must be free or held by our server; null skips the check.
+        type: int
   profile:
     description: The resolved stack profile (the C(stack_selected) of role C(blackwell.gpu_node.stack)).
     type: dict
@@ -63,6 +135,22 @@ options:
     type: list
     elements: dict
     default: []
+    suboptions:
+      host:
+        description: The host's inventory name.
+        type: str
+        required: true
+      nnodes:
+        description: How many nodes that host says form its server.
+        type: int
+        required: true
+      node_rank:
+        description: That host's rank.
+        type: int
+        required: true
+      dist_init_addr:
+        description: The address at which that host's server meets.
+        type: str
   venv_probe:
     description:
       - The Python source that C(venv_python) of O(settings) runs to print its version and whether it can
@@ -184,6 +272,33 @@ MINIMAL_FACTS = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribu
                            "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"])
 
 
+SETTINGS = dict(
+    gpus_required=dict(type="bool", required=True),
+    expected_gpu_family=dict(type="str"),
+    expected_compute_capability=dict(type="str"),
+    expected_gpu_count=dict(type="int"),
+    tensor_parallel_size=dict(type="int", required=True),
+    pipeline_parallel_size=dict(type="int", required=True),
+    nnodes=dict(type="int", required=True),
+    node_rank=dict(type="int", required=True),
+    dist_init_addr=dict(type="str"),
+    model_path=dict(type="str"),
+    model_is_hub_id=dict(type="bool", default=False),
+    venv_path=dict(type="str"),
+    venv_python=dict(type="str"),
+    venv_min_free_gib=dict(type="int"),
+    service_user_name=dict(type="str"),
+    service_user_create=dict(type="bool", default=True),
+    driver_install=dict(type="bool", default=False),
+    driver_reboot=dict(type="bool", default=False),
+    fabric_manager=dict(type="raw", default=False),
+    host=dict(type="str", default="127.0.0.1"),
+    port=dict(type="int"),
+)
+PEER = dict(host=dict(type="str", required=True), nnodes=dict(type="int", required=True),
+            node_rank=dict(type="int", required=True), dist_init_addr=dict(type="str"))
+
+
 def minimal_facts(module):
     """The facts setup's [!all, min] returns, with their ansible_ prefix, as setup returns them."""
     collector = ansible_collector.get_ansible_collector(
@@ -231,19 +346,19 @@ def server_port_state(module, params):
         module.fail_json(msg=str(exc), changed=False)
 
 
+ARGUMENT_SPEC = dict(
+    settings=dict(type="dict", required=True, options=SETTINGS),
+    profile=dict(type="dict", required=True),
+    host=dict(type="str", required=True),
+    peers=dict(type="list", elements="dict", default=[], options=PEER),
+    venv_probe=dict(type="str", required=True),
+    server_name=dict(type="str", default="sglang"),
+    server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            settings=dict(type="dict", required=True),
-            profile=dict(type="dict", required=True),
-            host=dict(type="str", required=True),
-            peers=dict(type="list", elements="dict", default=[]),
-            venv_probe=dict(type="str", required=True),
-            server_name=dict(type="str", default="sglang"),
-            server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     settings = params["settings"]
     facts = minimal_facts(module)

@@ -1,0 +1,59 @@
+"""plugins/modules/preflight_check.py: its options as the preflight role passes them, on every supported core.
+
+Before ansible-core 2.19 a template returns a string ("8", "True") and an expression's null the empty string;
+2.19 keeps the native types. The module's suboptions have to give the core the same typed settings either way.
+"""
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.blackwell.gpu_node.plugins.modules.preflight_check import ARGUMENT_SPEC
+
+# The role's settings as a core before 2.19 templates them: every scalar a string, nulls kept by a bare variable.
+TEMPLATED = dict(
+    gpus_required="True", expected_gpu_family="blackwell", expected_compute_capability="12.0",
+    expected_gpu_count="8", tensor_parallel_size="8", pipeline_parallel_size="1", nnodes="2", node_rank="0",
+    dist_init_addr="10.0.0.1:5000", model_path="/models/llama", model_is_hub_id="False", venv_path="/opt/ml-env",
+    venv_python="/usr/bin/python3.12", venv_min_free_gib="30", service_user_name="sglang",
+    service_user_create="True", driver_install="False", driver_reboot="False", fabric_manager="auto",
+    host="127.0.0.1", port="30000",
+)
+NATIVE = dict(
+    gpus_required=True, expected_gpu_family="blackwell", expected_compute_capability="12.0",
+    expected_gpu_count=8, tensor_parallel_size=8, pipeline_parallel_size=1, nnodes=2, node_rank=0,
+    dist_init_addr="10.0.0.1:5000", model_path="/models/llama", model_is_hub_id=False, venv_path="/opt/ml-env",
+    venv_python="/usr/bin/python3.12", venv_min_free_gib=30, service_user_name="sglang",
+    service_user_create=True, driver_install=False, driver_reboot=False, fabric_manager="auto",
+    host="127.0.0.1", port=30000,
+)
+
+
+def validated(settings, peers=()):
+    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(
+        settings=settings, profile={}, host="gpu-1", peers=list(peers), venv_probe="print(1)"))
+    return result
+
+
+def test_settings_templated_as_strings_reach_the_core_typed_as_native_ones():
+    result = validated(TEMPLATED)
+    assert result.error_messages == []
+    settings = result.validated_parameters["settings"]
+    assert settings == NATIVE
+    assert all(type(settings[name]) is type(NATIVE[name]) for name in NATIVE)
+
+
+def test_unset_settings_stay_null_where_the_core_reads_null_as_any():
+    result = validated(dict(TEMPLATED, expected_gpu_count=None, port=None, expected_gpu_family=None))
+    assert result.error_messages == []
+    settings = result.validated_parameters["settings"]
+    assert (settings["expected_gpu_count"], settings["port"], settings["expected_gpu_family"]) == (None, None, None)
+
+
+def test_peers_templated_as_strings_are_typed_too():
+    result = validated(NATIVE, peers=[dict(host="gpu-2", nnodes="2", node_rank="1", dist_init_addr="10.0.0.1:5000")])
+    assert result.error_messages == []
+    assert result.validated_parameters["peers"] == [
+        dict(host="gpu-2", nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:5000")]
+
+
+def test_a_setting_that_is_no_number_is_refused_by_its_name():
+    result = validated(dict(TEMPLATED, tensor_parallel_size="eight"))
+    assert any("tensor_parallel_size" in message for message in result.error_messages), result.error_messages
