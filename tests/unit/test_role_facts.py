@@ -1,0 +1,106 @@
+"""What the roles publish and pass on keeps its types on every supported ansible-core.
+
+Before 2.19 a template renders each value of a mapping to a string (a null to "", JSON text back into a mapping);
+2.19 keeps native types. These render the roles' own templates with the Templar of the ansible-core that runs the
+unit tests, which `make molecule` also runs on the older cores (tests/run_scenarios.py --core).
+"""
+import json
+from pathlib import Path
+
+import ansible.template
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+ROLES = Path(__file__).resolve().parents[2] / "roles"
+# ansible-core 2.19 renders only trusted templates, which a playbook's own files are; older cores have no trust.
+TRUST = getattr(ansible.template, "trust_as_template", lambda text: text)
+
+
+def trusted(value):
+    if isinstance(value, str):
+        return TRUST(value)
+    if isinstance(value, dict):
+        return dict((key, trusted(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [trusted(item) for item in value]
+    return value
+
+
+def render(value, variables):
+    loader = DataLoader()
+    return Templar(loader=loader, variables=variables).template(trusted(value))
+
+
+def task_file(path):
+    return DataLoader().load_from_file(str(ROLES / path))
+
+
+def named(tasks, name):
+    return next(task for task in tasks if task["name"] == name)
+
+
+CUDA = dict(cuda_home="/usr/local/cuda-13.0", cuda_toolkit_package="cuda-toolkit-13-0", cuda_toolkit_version="13.0.1-1",
+            cuda_hold=True, cuda_register=True, cuda_driver_install=False, __cuda_driver_skipped=False,
+            cuda_driver_reboot=False, __cuda_state={"linked": {"libcudart.so.13": "/usr/local/cuda-13.0/lib64"},
+                                                   "converged": True})
+
+
+def cuda_result(**variables):
+    task = named(task_file("cuda/tasks/report.yml"), "Publish what the role did")
+    return render(task["ansible.builtin.set_fact"]["cuda_result"], dict(CUDA, **variables))
+
+
+def test_cuda_result_of_an_adopted_toolkit_names_no_package_with_a_null():
+    result = cuda_result(__cuda_adopted=True)
+    assert result["toolkit"] is None
+    assert result["adopted"] is True and result["held"] is False and result["registered"] is True
+    assert result["stale_entries"] == [] and result["driver_versions"] == {}
+    assert result["linked"] == {"libcudart.so.13": "/usr/local/cuda-13.0/lib64"}
+
+
+def test_cuda_result_of_an_installed_toolkit_names_its_package_and_version():
+    result = cuda_result(__cuda_adopted=False)
+    assert result["toolkit"] == "cuda-toolkit-13-0=13.0.1-1" and result["held"] is True
+
+
+ML_STACK = dict(
+    __ml_stack_plan={"venv_path": "/opt/ml-env", "venv_dir": "/opt/ml-env.cu130-1", "profile": "cu130",
+                     "versions": {"torch": "2.9.1+cu130"}, "files": {"marker": "/opt/ml-env.cu130-1/.complete",
+                                                                     "pip_check": "/opt/ml-env.cu130-1/.pip-check"},
+                     "marker_text": json.dumps({"profile": "cu130", "versions": {"torch": "2.9.1+cu130"}}, indent=4)
+                     + "\n"},
+    __ml_stack_build=True, __ml_stack_dry_run=True, ml_stack_activate=True, __ml_stack_build_reasons=["new"],
+    __ml_stack_torch={}, __ml_stack_verdict={"explanation": "", "deliberate": [], "notes": []},
+    __ml_stack_owner="sglang",
+)
+
+
+def test_ml_stack_report_of_a_dry_run_has_a_null_torch_cuda():
+    task = named(task_file("ml_stack/tasks/activate.yml"), "Report the virtualenv")
+    report = render(task["ansible.builtin.set_fact"]["ml_stack_report"], ML_STACK)
+    assert report["torch_cuda"] is None
+    assert report["built"] is False and report["active"] is True and report["build_reasons"] == ["new"]
+
+
+def test_the_completion_marker_is_written_as_the_json_text_it_is_compared_with():
+    task = named(task_file("ml_stack/tasks/activate.yml"),
+                 "Ensure the virtualenv explains the pip check lines the profile causes on purpose, and is marked "
+                 "complete")
+    files = render(task["blackwell.gpu_node.venv_files"]["files"], ML_STACK)
+    assert files[1]["content"] == ML_STACK["__ml_stack_plan"]["marker_text"]
+
+
+SPECULATIVE = dict(sglang_server_speculative_algorithm="EAGLE3", sglang_server_speculative_num_steps=3,
+                   sglang_server_speculative_eagle_topk=1, sglang_server_speculative_num_draft_tokens=4)
+
+
+def speculative(draft):
+    value = DataLoader().load_from_file(str(ROLES / "sglang_server" / "vars" / "main.yml"))["__sglang_server_speculative"]
+    return render(value, dict(SPECULATIVE, sglang_server_speculative_draft_model_path=draft))
+
+
+def test_speculative_settings_are_empty_without_a_draft_model_and_typed_with_one():
+    assert speculative(None) == {}
+    assert speculative("/srv/models/draft") == {
+        "algorithm": "EAGLE3", "draft_model_path": "/srv/models/draft", "num_steps": 3, "eagle_topk": 1,
+        "num_draft_tokens": 4}
