@@ -5,14 +5,20 @@ leaves a core idle; lanes fill it. Each lane takes the longest scenario still wa
 the lanes end together. The containers share the host's network, which is why no two scenarios bind the same port
 (tests/unit/test_run_scenarios.py holds them to it).
 
-A scenario's output goes to .build/molecule/NAME.log. When all are done, the logs are printed (those of failed
-scenarios last), then a line per scenario: passed or failed, and its seconds. A scenario that runs past --timeout
-is killed with every process it started, and its instances destroyed.
+--core VERSION=VENV adds a job for an older ansible-core the collection supports, named CORE_SCENARIO@VERSION:
+the unit tests on that core's Python, a syntax check of every playbook and the default scenario, with the
+virtualenv's ansible-core first on PATH. It never runs beside the default scenario itself, whose container and
+ports it shares.
+
+A job's output goes to .build/molecule/NAME.log. When all are done, the logs are printed (those of failed jobs
+last), then a line per job: passed or failed, and its seconds. A job that runs past --timeout is killed with every
+process it started, and its instances destroyed.
 """
 import argparse
 import os
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -44,6 +50,10 @@ SECONDS = {
     "upgrade_fleet": 400,
 }
 DEFAULT_SECONDS = 300
+# What a job of an older core adds to its scenario: the unit tests and the syntax check.
+CORE_SECONDS = 60
+# The scenario an older core converges: the whole site on one node, then idempotence.
+CORE_SCENARIO = "default"
 
 
 def scenarios(root):
@@ -51,27 +61,74 @@ def scenarios(root):
     return sorted(path.parent.name for path in (root / "molecule").glob("*/molecule.yml"))
 
 
+def scenario_of(job):
+    """The molecule scenario a job runs: its name, or what precedes @ in an older core's job."""
+    return job.split("@", 1)[0]
+
+
 def longest_first(names, seconds=None):
     """names in the order the lanes take them: the longest first, ties by name."""
     seconds = SECONDS if seconds is None else seconds
-    return sorted(names, key=lambda name: (-seconds.get(name, DEFAULT_SECONDS), name))
+
+    def expected(name):
+        return seconds.get(scenario_of(name), DEFAULT_SECONDS) + (CORE_SECONDS if "@" in name else 0)
+
+    return sorted(names, key=lambda name: (-expected(name), name))
+
+
+def core_steps(version, venv, checkout=CHECKOUT, environ=None):
+    """(title, argv, environment) of each step of an older core's job: its virtualenv's bin first on PATH, and the
+    toolchain's collections (community.docker, which molecule's docker driver uses) on its collections path."""
+    environ = os.environ if environ is None else environ
+    venv = Path(venv)
+    molecule = [str(Path(sys.executable).parent / "molecule")]
+    env = dict(environ, PATH="%s:%s" % (venv / "bin", environ.get("PATH", "")), ANSIBLE_COLLECTIONS_PATH=":".join(
+        [str(checkout / ".build" / "collections"), sysconfig.get_path("purelib")]))
+    playbooks = sorted(str(path.relative_to(checkout)) for path in (checkout / "playbooks").glob("*.yml"))
+    return [
+        ("unit tests on ansible-core %s" % version,
+         [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"], env),
+        ("syntax check of every playbook on ansible-core %s" % version,
+         [str(venv / "bin" / "ansible-playbook"), "--syntax-check", "-i", "inventory/demo"] + playbooks, env),
+        ("scenario %s on ansible-core %s" % (CORE_SCENARIO, version), molecule + ["test", "-s", CORE_SCENARIO], env),
+    ]
 
 
 class Lanes:
-    """The scenarios still waiting, and what each that ran gave: (name, exit status or None on timeout, seconds)."""
+    """The jobs still waiting, and what each that ran gave: (name, exit status or None on timeout, seconds).
 
-    def __init__(self, names, logs, timeout):
+    cores: {version: virtualenv} of the older cores whose jobs are among the names."""
+
+    def __init__(self, names, logs, timeout, cores=None):
         self.waiting = list(names)
+        self.running = set()
         self.results = []
-        self.logs, self.timeout = logs, timeout
-        self.lock = threading.Lock()
+        self.logs, self.timeout, self.cores = logs, timeout, cores or {}
+        self.changed = threading.Condition()
 
     def next(self):
-        with self.lock:
-            return self.waiting.pop(0) if self.waiting else None
+        """The first waiting job whose scenario is not running now; None when none is left. Waits while every
+        waiting job's scenario runs."""
+        with self.changed:
+            while True:
+                busy = set(scenario_of(name) for name in self.running)
+                ready = [name for name in self.waiting if scenario_of(name) not in busy]
+                if ready:
+                    self.waiting.remove(ready[0])
+                    self.running.add(ready[0])
+                    return ready[0]
+                if not self.waiting:
+                    return None
+                self.changed.wait()
+
+    def done(self, name, status, seconds):
+        with self.changed:
+            self.running.discard(name)
+            self.results.append((name, status, seconds))
+            self.changed.notify_all()
 
     def say(self, text):
-        with self.lock:
+        with self.changed:
             print("==> " + text, flush=True)
 
     def run(self, lane):
@@ -81,32 +138,45 @@ class Lanes:
                 return
             self.say("%s: started in lane %d" % (name, lane))
             started = time.monotonic()
-            status = self.scenario(name)
+            status = self.job(name)
             seconds = round(time.monotonic() - started)
-            with self.lock:
-                self.results.append((name, status, seconds))
+            self.done(name, status, seconds)
             self.say("%s: %s in %d s" % (name, verdict(status), seconds))
 
-    def scenario(self, name):
-        """molecule test -s name, its output in its log; its exit status, None when it ran past the timeout."""
+    def steps(self, name):
+        if "@" in name:
+            return core_steps(name.split("@", 1)[1], self.cores[name.split("@", 1)[1]])
+        return [("scenario " + name, ["molecule", "test", "-s", name], None)]
+
+    def job(self, name):
+        """The job's steps in turn, its output in its log, until one fails: its exit status, None when it ran past
+        the timeout (then its scenario's instances are destroyed)."""
+        deadline = time.monotonic() + self.timeout
         with open(self.logs / (name + ".log"), "w") as log:
-            process = subprocess.Popen(["molecule", "test", "-s", name], stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(CHECKOUT))
-            try:
-                return process.wait(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                kill_tree(process.pid)
-                process.wait()
-                log.write("\n==> killed after %d s, with every process it started\n" % self.timeout)
+            for title, argv, env in self.steps(name):
+                log.write("==> %s\n" % title)
                 log.flush()
-                destroy = subprocess.Popen(["molecule", "destroy", "-s", name], stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(CHECKOUT))
-                try:
-                    destroy.wait(timeout=300)
-                except subprocess.TimeoutExpired:
-                    kill_tree(destroy.pid)
-                    destroy.wait()
-                return None
+                status = self.step(argv, env, log, deadline)
+                if status is None:
+                    log.write("\n==> killed after %d s, with every process it started\n" % self.timeout)
+                    log.flush()
+                    self.step(["molecule", "destroy", "-s", scenario_of(name)], env, log, time.monotonic() + 300)
+                    return None
+                if status != 0:
+                    return status
+            return 0
+
+    @staticmethod
+    def step(argv, env, log, deadline):
+        """argv's exit status, None when it ran past the deadline (then it is killed with every process it started)."""
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                   start_new_session=True, cwd=str(CHECKOUT))
+        try:
+            return process.wait(timeout=max(0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_tree(process.pid)
+            process.wait()
+            return None
 
 
 def verdict(status):
@@ -120,15 +190,23 @@ def main(argv=None):
     parser.add_argument("names", nargs="*", help="scenarios to run (default: all)")
     parser.add_argument("--lanes", type=int, default=int(os.environ.get("MOLECULE_LANES", "2")),
                         help="scenarios run at once (MOLECULE_LANES, default 2)")
-    parser.add_argument("--timeout", type=int, default=3600, help="seconds one scenario may take (default 3600)")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds one job may take (default 3600)")
+    parser.add_argument("--core", action="append", default=[], metavar="VERSION=VENV",
+                        help="also run the older ansible-core VERSION installed in virtualenv VENV (repeatable)")
     args = parser.parse_args(argv)
     known = scenarios(CHECKOUT)
     unknown = sorted(set(args.names) - set(known))
     if unknown:
         parser.error("no such scenario: %s (known: %s)" % (", ".join(unknown), ", ".join(known)))
+    cores = dict(core.split("=", 1) for core in args.core if "=" in core)
+    missing = sorted(venv for venv in cores.values() if not (Path(venv) / "bin" / "ansible-playbook").is_file())
+    if len(cores) != len(args.core) or missing:
+        parser.error("--core takes VERSION=VENV, a virtualenv with ansible-core installed (%s)"
+                     % ", ".join(missing or args.core))
     logs = CHECKOUT / ".build" / "molecule"
     logs.mkdir(parents=True, exist_ok=True)
-    lanes = Lanes(longest_first(args.names or known), logs, args.timeout)
+    jobs = (args.names or known) + ["%s@%s" % (CORE_SCENARIO, version) for version in sorted(cores)]
+    lanes = Lanes(longest_first(jobs), logs, args.timeout, cores)
     threads = [threading.Thread(target=lanes.run, args=(lane,)) for lane in range(1, max(1, args.lanes) + 1)]
     for thread in threads:
         thread.start()
