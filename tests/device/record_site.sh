@@ -27,6 +27,7 @@ gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 
 # shellcheck source=tests/device/ansible_from_wheels.sh
 . tests/device/ansible_from_wheels.sh
+echo "ansible-core: $(ansible --version | head -n 1)" >>"$out/site_commit.txt"
 
 mkdir -p /tmp/models/tiny && echo '{"architectures": ["LlamaForCausalLM"]}' >/tmp/models/tiny/config.json
 cat >/tmp/inventory.yml <<YAML
