@@ -24,11 +24,11 @@ if os.environ.get("WORKER"):
     with open(os.environ["WORKER"], "w") as handle:
         handle.write(str(worker.pid))
 try:
-    print("TASK [Stop the server] ***", flush=True)
+    os.write(1, b"TASK [Stop the server] ***\n")
     time.sleep(600)
 except KeyboardInterrupt:
     if os.environ.get("GO_ON"):
-        print("TASK [Wait until the server is ready] ***", flush=True)
+        os.write(1, b"TASK [Wait until the server is ready] ***\n")
         time.sleep(600)
     if os.environ.get("HANG"):
         time.sleep(600)
