@@ -41,8 +41,8 @@ def named(tasks, name):
 
 CUDA = dict(cuda_home="/usr/local/cuda-13.0", cuda_toolkit_package="cuda-toolkit-13-0", cuda_toolkit_version="13.0.1-1",
             cuda_hold=True, cuda_register=True, cuda_driver_install=False, __cuda_driver_skipped=False,
-            cuda_driver_reboot=False, __cuda_state={"linked": {"libcudart.so.13": "/usr/local/cuda-13.0/lib64"},
-                                                   "converged": True})
+            cuda_driver_reboot=False,
+            __cuda_state={"linked": {"libcudart.so.13": "/usr/local/cuda-13.0/lib64"}, "converged": True})
 
 
 def cuda_result(**variables):

@@ -44,7 +44,7 @@ def test_an_older_core_runs_units_a_syntax_check_and_the_default_scenario_with_i
     for name in ("site.yml", "upgrade.yml"):
         (tmp_path / "playbooks" / name).write_text("---\n")
     steps = core_steps("2.16", "/venvs/core-2.16", checkout=tmp_path, environ={"PATH": "/usr/bin"})
-    (_units, units, env), (_syntax, syntax, _), (_scenario, scenario, _) = steps
+    (_units, units, env), (_syntax, syntax, _syntax_env), (_scenario, scenario, _scenario_env) = steps
     assert env["PATH"] == "/venvs/core-2.16/bin:/usr/bin"
     assert env["ANSIBLE_COLLECTIONS_PATH"].split(":")[0] == str(tmp_path / ".build" / "collections")
     assert units[:3] == ["/venvs/core-2.16/bin/python", "-m", "pytest"] and units[-1] == "tests/unit"
