@@ -109,7 +109,8 @@ def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
     for role in ("ml_stack", "sglang_server"):
         meta = yaml.safe_load((PLAYBOOKS.parent / "roles" / role / "meta" / "main.yml").read_text())
         assert {"role": "blackwell.gpu_node.service_user"} in meta["dependencies"], role
-    (tasks,) = yaml.safe_load((PLAYBOOKS.parent / "roles" / "service_user" / "tasks" / "main.yml").read_text())
+    (_core_check, tasks) = yaml.safe_load(
+        (PLAYBOOKS.parent / "roles" / "service_user" / "tasks" / "main.yml").read_text())
     assert set(tasks["tags"]) == {"service_user", "ml_stack"}
 
 
@@ -120,7 +121,7 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
     for name in ("site.yml", "serve.yml"):
         assert plays(name)[-1]["ansible.builtin.import_playbook"] == "prometheus_sd.yml", name
     (play,) = plays("prometheus_sd.yml")
-    (write,) = play["tasks"]
+    (_core_check, write) = play["tasks"]
     assert write["delegate_to"] == "localhost" and write["run_once"] is True and write["become"] is False
     # The whole fleet from the inventory, not the hosts of a --limit run: they would drop the others' targets.
     assert "query('ansible.builtin.inventory_hostnames'" in write["ansible.builtin.copy"]["content"]
