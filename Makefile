@@ -40,25 +40,21 @@ help:
 	@echo "make lock   re-resolve requirements/tools.in and core-*.in into their .txt pins"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
-# sanity (CPU: pylint and friends in ansible-test's own virtualenvs), then the integration tests (Ansible against
-# real processes on this machine, no containers) and then the hostile-user suite run beside the molecule scenarios,
-# which spend most of their time waiting on apt, pip and the servers they start: on 2 cores that hides most of their
-# minutes. Their output is kept in .build/sanity.log, .build/integration.log and .build/hostile.log and printed when
-# all are done; any failing fails `make test`.
-SANITY_LOG := $(CURDIR)/.build/sanity.log
-INTEGRATION_LOG := $(CURDIR)/.build/integration.log
-HOSTILE_LOG := $(CURDIR)/.build/hostile.log
-test: lint units installed
-	mkdir -p $(dir $(SANITY_LOG))
-	@echo "==> sanity, then the integration tests and the hostile-user suite, run beside molecule; their output in $(SANITY_LOG), $(INTEGRATION_LOG) and $(HOSTILE_LOG)"
-	{ sanity_status=0; $(MAKE) --no-print-directory sanity >$(SANITY_LOG) 2>&1 || sanity_status=$$?; \
-	  integration_status=0; $(MAKE) --no-print-directory integration >$(INTEGRATION_LOG) 2>&1 || integration_status=$$?; \
-	  hostile_status=0; $(MAKE) --no-print-directory hostile >$(HOSTILE_LOG) 2>&1 || hostile_status=$$?; \
-	  [ $$sanity_status = 0 ] && [ $$integration_status = 0 ] && [ $$hostile_status = 0 ]; } & beside=$$!; \
+# The unit tests first (the quickest to fail); then lint and the installed tarball (mostly one process each), sanity
+# (pylint and friends in ansible-test's own virtualenvs), the integration tests (Ansible against real processes on
+# this machine, no containers) and the hostile-user suite one after another, beside the molecule scenarios, which
+# spend much of their time waiting on apt, pip and the servers they start. Each step's output is kept in
+# .build/STEP.log and printed when all are done; any failing fails `make test`.
+BESIDE := lint installed sanity integration hostile
+test: units
+	mkdir -p $(CURDIR)/.build
+	@echo "==> $(BESIDE) one after another beside molecule; their output in $(foreach step,$(BESIDE),$(CURDIR)/.build/$(step).log)"
+	{ beside_status=0; for step in $(BESIDE); do \
+	    $(MAKE) --no-print-directory $$step >$(CURDIR)/.build/$$step.log 2>&1 || beside_status=1; done; \
+	  exit $$beside_status; } & beside=$$!; \
 	molecule_status=0; $(MAKE) --no-print-directory molecule || molecule_status=$$?; \
 	beside_status=0; wait $$beside || beside_status=$$?; \
-	echo "==> sanity:"; cat $(SANITY_LOG); echo "==> integration:"; cat $(INTEGRATION_LOG); \
-	echo "==> hostile:"; cat $(HOSTILE_LOG); \
+	for step in $(BESIDE); do echo "==> $$step:"; cat $(CURDIR)/.build/$$step.log; done; \
 	[ $$molecule_status = 0 ] && [ $$beside_status = 0 ]
 
 $(BIN)/.toolchain: requirements/tools.txt
