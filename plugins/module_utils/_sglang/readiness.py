@@ -59,7 +59,8 @@ def probe_failure(exc, host):
         return "cannot resolve host %s (%s)" % (host, reason.strerror or reason)
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused (nothing listens there yet)"
-    if isinstance(reason, TimeoutError):
+    # socket.timeout became an alias of TimeoutError only in Python 3.10.
+    if isinstance(reason, (socket.timeout, TimeoutError)):
         return "no answer within the probe's timeout"
     return str(reason) or type(reason).__name__
 
