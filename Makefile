@@ -21,7 +21,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
+.PHONY: help test toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade bench-installer ml-stack-real device-evidence mutation
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "make build  build the collection tarball"
 	@echo "make docs   build the documentation site (antsibull-docs, Sphinx) into .build/docs"
 	@echo "make ee     build the execution environment and run site in it against the demo node, as AWX does"
+	@echo "make node-python  the modules' unit tests on the oldest managed-node Python supported (part of make test)"
 	@echo "make hostile  every module as root against a tree an unprivileged user made hostile (part of make test)"
 	@echo "make bench-wait  wait_for_server against wait_for and a grep loop: false alarms, latency, CPU"
 	@echo "make bench-site  site's converged run on 1 and 8 nodes, docker and SSH (pipelining on, off), against as many no-op tasks (BENCH_SITE_ARGS='--fleet 0 --skip-ssh')"
@@ -45,8 +46,8 @@ help:
 # this machine, no containers) and the hostile-user suite one after another, beside the molecule scenarios, which
 # spend much of their time waiting on apt, pip and the servers they start. Each step's output is kept in
 # .build/STEP.log and printed when all are done; any failing fails `make test`.
-BESIDE := lint installed sanity integration hostile
-test: units
+BESIDE := lint installed node-python sanity integration hostile
+test: units engine
 	mkdir -p $(CURDIR)/.build
 	@echo "==> $(BESIDE) one after another beside molecule; their output in $(foreach step,$(BESIDE),$(CURDIR)/.build/$(step).log)"
 	{ beside_status=0; for step in $(BESIDE); do \
@@ -102,6 +103,15 @@ units: toolchain
 # The modules run through Ansible against real processes on this machine.
 integration: toolchain
 	pytest tests/integration
+
+# The modules' unit tests on the oldest Python the collection supports on a managed node (tests/config.yml): Debian
+# 11's python3 3.9, in a container without a network, installing pinned wheels fetched here
+# (tests/fixtures/node_python). The checkout is mounted read-only at its own path, where the collections link points.
+NODE_PYTHON_TESTS := tests/unit/plugins/module_utils tests/unit/plugins/modules
+node-python: toolchain engine
+	image=$$(tests/fixtures/base_image/build.sh debian11); wheels=$$(tests/fixtures/node_python/build.sh); \
+	docker run --rm --network none -e PYTHONDONTWRITEBYTECODE=1 -v $(CURDIR):$(CURDIR):ro -w $(CURDIR) "$$image" \
+	  sh tests/fixtures/node_python/run_units.sh "$$wheels" $(NODE_PYTHON_TESTS)
 
 # Every module run as root against a tree an unprivileged user made hostile, each run in a private mount namespace
 # whose system directories are overlays (tests/hostile; needs root). The table of module x case is printed and
