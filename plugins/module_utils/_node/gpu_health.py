@@ -1,0 +1,484 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
+"""Tell a sick GPU from a healthy one before it serves: the core of gpu_health_info.
+
+Pure functions over what `nvidia-smi -q`, `nvidia-smi nvlink -e`, the kernel log (through kernel_log, the one
+reader of it) and `dcgmi diag` print, so that recorded outputs of real hosts test them; gather() runs the commands
+through the run callable it is given.
+
+Which finding counts as what is data (FINDINGS, XID_FINDINGS): each finding id has a severity (unhealthy, degraded
+or info) that severity_overrides may change, and the action NVIDIA documents for it. Sources:
+- Xids: NVIDIA's Xid catalogue, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
+- ECC, row remapping, recovery actions: "NVIDIA GPU Memory Error Management",
+  https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html (row-remapping.html,
+  error-recovery-and-response-flags.html, user-visible-statistics.html)
+- retired pages: "Dynamic Page Retirement", https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html
+- clock event (throttle) reasons: NVML's nvmlClocksEventReasons,
+  https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksThrottleReasons.html
+- PCIe: `nvidia-smi --help-query-gpu`: "pcie.link.gen.current ... may be reduced when the GPU is not in use".
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pragma: no mutate
+
+import re
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import XID_MEANINGS, kernel_events
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import state_of
+
+SEVERITIES = ("unhealthy", "degraded", "info")
+# The node's verdict is its worst finding's severity; info findings leave it healthy.
+VERDICT_OF = {"unhealthy": "unhealthy", "degraded": "degraded", "info": "healthy"}
+
+ACTIONS = {
+    "none": "Nothing to do.",
+    "restart_app": "Restart the server; the GPU itself is fine.",
+    "reset_gpu": "Drain the GPU, reset it (nvidia-smi -r -i <gpu>, no process on it) or reboot the node, then check "
+                 "again.",
+    "reboot": "Drain the node and reboot it, then check again.",
+    "drain_and_open_case": "Drain the node and open a case with NVIDIA or the system's vendor (RMA).",
+    "check_cooling_and_power": "Check the node's cooling and power supply; drain it and open a case if it persists.",
+    "check_pcie_link": "Drain the node and check the GPU's seating, riser and slot; open a case if it persists.",
+    "check_nvlink": "Reset the GPUs (or reboot) and watch the counters (nvidia-smi nvlink -e); drain the node and open "
+                    "a case if they keep rising.",
+    "check_fabric_manager": "Check that nvidia-fabricmanager runs at the driver's version and read its log; reset the "
+                            "GPUs or reboot once it does.",
+    "enable_persistence": "Run nvidia-persistenced, so that the driver stays initialised between processes.",
+    "look_up_xid": "Look the Xid up in NVIDIA's Xid catalogue.",
+    "read_dcgm_diag": "Read the diagnostic's message; rerun it after the fix, and open a case if it still fails.",
+}
+
+# id: (severity, action, what it means)
+FINDINGS = {
+    "ecc_uncorrectable": ("unhealthy", "reset_gpu",
+                          "Uncorrectable (double-bit) ECC errors in GPU memory since the driver loaded"),
+    "ecc_uncorrectable_aggregate": ("info", "none",
+                                    "Uncorrectable ECC errors in the GPU's lifetime, none since the driver loaded"),
+    "ecc_correctable": ("info", "none", "Correctable (single-bit) ECC errors since the driver loaded"),
+    "sram_threshold_exceeded": ("unhealthy", "drain_and_open_case",
+                                "The SRAM error count passed NVIDIA's RMA threshold"),
+    "unrepairable_memory": ("unhealthy", "drain_and_open_case", "The GPU reports memory it cannot repair"),
+    "memory_repair_pending": ("degraded", "reset_gpu", "A memory channel or TPC repair waits for a GPU reset"),
+    "retired_pages_pending": ("degraded", "reset_gpu",
+                              "Retired pages wait for the driver to reload before they are set aside"),
+    "row_remap_pending": ("degraded", "reset_gpu", "A memory row is marked for remapping at the next GPU reset"),
+    "row_remap_failure": ("unhealthy", "drain_and_open_case",
+                          "Row remapping failed: a bank has no spare row left (NVIDIA's RMA criterion)"),
+    "gpu_reset_required": ("unhealthy", "reset_gpu", "The driver says the GPU needs a reset to recover"),
+    "drain_and_reset_required": ("unhealthy", "reset_gpu", "The driver says: drain the GPU and reset it"),
+    "drain_p2p_required": ("unhealthy", "reset_gpu",
+                           "The driver says peer-to-peer traffic must be drained before it can recover"),
+    "node_reboot_required": ("unhealthy", "reboot", "The driver says the node needs a reboot to recover"),
+    "hw_slowdown": ("degraded", "check_cooling_and_power",
+                    "Hardware slowdown: clocks cut by half or more (heat, power brake or power draw)"),
+    "hw_thermal_slowdown": ("degraded", "check_cooling_and_power", "Hardware thermal slowdown: the GPU is too hot"),
+    "hw_power_brake_slowdown": ("degraded", "check_cooling_and_power",
+                                "Hardware power brake: the system's power supply asserted the brake"),
+    "sw_thermal_slowdown": ("degraded", "check_cooling_and_power",
+                            "Software thermal slowdown: the GPU is above its maximum operating temperature"),
+    "sw_power_cap": ("info", "none", "Clocks held below the requested ones by the power limit (normal under load)"),
+    "temperature_above_max_operating": ("degraded", "check_cooling_and_power",
+                                        "The GPU is above its maximum operating temperature"),
+    "power_limit_below_default": ("info", "none", "The power limit is set below the GPU's default"),
+    "pcie_width_degraded": ("degraded", "check_pcie_link", "The PCIe link runs with fewer lanes than it can"),
+    "pcie_gen_below_max": ("info", "none",
+                           "A busy GPU's PCIe link runs below its maximum generation (an idle one may, to save "
+                           "power)"),
+    "pcie_replays": ("info", "none", "The PCIe link replayed packets since the GPU was reset"),
+    "fabric_not_ready": ("unhealthy", "check_fabric_manager",
+                         "The GPU has not joined its NVSwitch fabric: CUDA fails (error 802) until it does"),
+    "fabric_error": ("unhealthy", "check_fabric_manager", "The GPU's NVSwitch fabric registration failed"),
+    "fabric_unhealthy": ("degraded", "check_fabric_manager", "The GPU's fabric reports itself unhealthy"),
+    "persistence_mode_disabled": ("info", "enable_persistence", "Persistence mode is off"),
+    "nvlink_errors": ("degraded", "check_nvlink", "NVLink error counters are not zero: a link retried or failed"),
+    "dcgm_diag_failed": ("unhealthy", "read_dcgm_diag", "A DCGM diagnostic test failed"),
+    "dcgm_diag_warning": ("degraded", "read_dcgm_diag", "A DCGM diagnostic test warned"),
+}
+
+# Xid number: (severity, action), after the catalogue's resolution buckets: 13, 31, 43 and 45 are the
+# application's own faults (or their clean-up) on a sound GPU.
+XID_FINDINGS = {
+    13: ("info", "restart_app"),
+    31: ("info", "restart_app"),
+    43: ("info", "restart_app"),
+    45: ("info", "none"),
+    48: ("unhealthy", "reset_gpu"),
+    63: ("degraded", "reset_gpu"),
+    64: ("unhealthy", "drain_and_open_case"),
+    74: ("unhealthy", "check_nvlink"),
+    79: ("unhealthy", "reboot"),
+    92: ("degraded", "reset_gpu"),
+    94: ("degraded", "restart_app"),
+    95: ("unhealthy", "reset_gpu"),
+    119: ("unhealthy", "reset_gpu"),
+    120: ("unhealthy", "reset_gpu"),
+}
+UNKNOWN_XID = ("info", "look_up_xid")
+XID_ID = re.compile(r"xid_(\d+)$")
+
+GPU_HEADER = re.compile(r"GPU (?P<bus_id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
+# Older drivers' names of today's sections and fields.
+RENAMED = {"clocks throttle reasons": "clocks event reasons", "power readings": "gpu power readings",
+           "pending page retirement": "pending page blacklist", "enforced power limit": "current power limit"}
+CLOCK_EVENTS = (("hw slowdown", "hw_slowdown"), ("hw thermal slowdown", "hw_thermal_slowdown"),
+                ("hw power brake slowdown", "hw_power_brake_slowdown"),
+                ("sw thermal slowdown", "sw_thermal_slowdown"), ("sw power cap", "sw_power_cap"))
+# What "GPU Recovery Action" (drivers 570 and later) and the older "GPU Reset Status" fields ask for.
+RECOVERY_ACTIONS = (("reboot", "node_reboot_required"), ("drain and reset", "drain_and_reset_required"),
+                    ("p2p", "drain_p2p_required"), ("reset", "gpu_reset_required"))
+NVLINK_COUNTER = re.compile(r"\s*Link (?P<link>\d+): (?P<name>[^:]*[Ee]rrors?[^:]*): (?P<value>\d+)\s*$")
+NVLINK_GPU = re.compile(r"GPU (?P<index>\d+): .*\(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)")
+DCGM_ROW = re.compile(r"\|\s*(?P<test>[^|]*?)\s*\|\s*(?P<result>Pass|Fail|Warn|Skip)\b(?P<detail>[^|]*)\|")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+DETAILS_ARGV = ("-q",)
+NVLINK_ARGV = ("nvlink", "-e")
+# dcgmi's levels: 1 takes seconds and is meant as a readiness check; 2 and above load the GPUs for minutes.
+QUICK_DCGM_LEVEL = 1
+DCGM_LEVELS = (1, 2, 3, 4)
+
+
+def check_options(severity_overrides, dcgm_diag_level, dcgm_diag_allow_long):
+    """InvalidOption naming the option for an unknown finding id or severity, or a long DCGM level not allowed."""
+    for finding, severity in (severity_overrides or {}).items():
+        if finding not in FINDINGS and not XID_ID.match(finding):
+            raise InvalidOption("severity_overrides: %r is no finding id; known ids: %s, and xid_<number> for any "
+                                "Xid" % (finding, ", ".join(sorted(FINDINGS))))
+        if severity not in SEVERITIES:
+            raise InvalidOption("severity_overrides: %s: %r is no severity; use one of %s"
+                                % (finding, severity, ", ".join(SEVERITIES)))
+    if dcgm_diag_level not in DCGM_LEVELS:
+        raise InvalidOption("dcgm_diag_level=%r: dcgmi knows levels %s" % (dcgm_diag_level, DCGM_LEVELS))
+    if dcgm_diag_level > QUICK_DCGM_LEVEL and not dcgm_diag_allow_long:
+        raise InvalidOption("dcgm_diag_level=%d loads the GPUs for minutes (level 1 is the readiness check): set "
+                            "dcgm_diag_allow_long=true to run it on a drained node" % dcgm_diag_level)
+
+
+def parse_details(text):
+    """[{bus_id, fields: {lower-case path: value}, labels: {lower-case path: path as printed}}], one per GPU of
+    `nvidia-smi -q`. A path is the tuple of the sections above a field and its name; N/A values are left out."""
+    gpus, current, sections = [], None, []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        header = GPU_HEADER.match(line)
+        if header:
+            current, sections = dict(bus_id=header.group("bus_id"), fields={}, labels={}), []
+            gpus.append(current)
+            continue
+        if current is None or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        name, colon, value = line.strip().partition(":")
+        label = name.strip()
+        key = RENAMED.get(label.lower(), label.lower())
+        if not colon:
+            sections.append((indent, key, label))
+            continue
+        value = value.strip()
+        if value in ("N/A", "[N/A]", "Not Supported", "[Not Supported]", ""):
+            continue
+        path = tuple(section[1] for section in sections) + (key,)
+        current["fields"][path] = value
+        current["labels"][path] = " > ".join([section[2] for section in sections] + [label])
+    return gpus
+
+
+def _number(value):
+    found = NUMBER.search(value or "")
+    return None if found is None else float(found.group())
+
+
+class _Gpu(object):
+    """One GPU of `nvidia-smi -q`, and the findings about it."""
+
+    def __init__(self, parsed, index, severities):
+        self.fields, self.labels, self.severities = parsed["fields"], parsed["labels"], severities
+        self.findings = []
+        self.facts = dict(index=index, bus_id=parsed["bus_id"], uuid=self.value("gpu uuid"),
+                          name=self.value("product name"), persistence_mode=self.value("persistence mode"))
+
+    def value(self, *path):
+        return self.fields.get(path)
+
+    def evidence(self, *path):
+        return "%s: %s" % (self.labels[path], self.fields[path])
+
+    def number(self, *path):
+        return _number(self.value(*path))
+
+    def add(self, finding, evidence):
+        self.findings.append(make_finding(finding, evidence, self.severities, self.facts["bus_id"]))
+
+    def flag(self, finding, *path):
+        """The finding when the field at path says Yes (or Active)."""
+        if (self.value(*path) or "").lower() in ("yes", "active"):
+            self.add(finding, self.evidence(*path))
+
+
+def make_finding(finding, evidence, severities, gpu=None):
+    """{id, severity, summary, evidence, action, advice, gpu}."""
+    xid = XID_ID.match(finding)
+    if xid:
+        default, action = XID_FINDINGS.get(int(xid.group(1)), UNKNOWN_XID)
+        summary = XID_MEANINGS.get(int(xid.group(1)), ("NVIDIA Xid %s" % xid.group(1),))[0]
+    else:
+        default, action, summary = FINDINGS[finding]
+    return dict(id=finding, severity=severities.get(finding, default), summary=summary,
+                evidence=result_line(evidence), action=action, advice=ACTIONS[action], gpu=gpu)
+
+
+def _ecc(gpu):
+    volatile_uncorrectable, aggregate_uncorrectable, correctable = [], [], []
+    for path in sorted(gpu.fields):
+        if path[0] != "ecc errors" or len(path) < 3 or path[1] not in ("volatile", "aggregate"):
+            continue
+        count = gpu.number(*path)
+        if not count:
+            continue
+        # Hopper and later name each counter ("DRAM Uncorrectable"); older GPUs total "Single Bit" and "Double Bit".
+        uncorrectable = "uncorrectable" in path[-1] or ("double bit" in path and path[-1] == "total")
+        single_total = "single bit" in path and path[-1] == "total"
+        if uncorrectable:
+            (volatile_uncorrectable if path[1] == "volatile" else aggregate_uncorrectable).append(path)
+        elif path[1] == "volatile" and (single_total or path[-1].endswith(" correctable")):
+            correctable.append(path)
+    for finding, paths in (("ecc_uncorrectable", volatile_uncorrectable), ("ecc_correctable", correctable)):
+        if paths:
+            gpu.add(finding, "; ".join(gpu.evidence(*path) for path in paths))
+    if aggregate_uncorrectable and not volatile_uncorrectable:
+        gpu.add("ecc_uncorrectable_aggregate", "; ".join(gpu.evidence(*path) for path in aggregate_uncorrectable))
+    gpu.flag("sram_threshold_exceeded", "ecc errors", "aggregate", "sram threshold exceeded")
+    gpu.flag("unrepairable_memory", "ecc errors", "unrepairable memory")
+    gpu.flag("memory_repair_pending", "ecc errors", "channel repair pending")
+    gpu.flag("memory_repair_pending", "ecc errors", "tpc repair pending")
+
+
+def _memory(gpu):
+    gpu.flag("retired_pages_pending", "retired pages", "pending page blacklist")
+    gpu.flag("row_remap_pending", "remapped rows", "pending")
+    gpu.flag("row_remap_failure", "remapped rows", "remapping failure occurred")
+
+
+def _recovery(gpu):
+    action = (gpu.value("gpu recovery action") or "none").lower()
+    if action != "none":
+        finding = next((name for word, name in RECOVERY_ACTIONS if word in action), "gpu_reset_required")
+        gpu.add(finding, gpu.evidence("gpu recovery action"))
+    gpu.flag("gpu_reset_required", "gpu reset status", "reset required")
+    gpu.flag("drain_and_reset_required", "gpu reset status", "drain and reset recommended")
+
+
+def _clocks(gpu):
+    for reason, finding in CLOCK_EVENTS:
+        gpu.flag(finding, "clocks event reasons", reason)
+
+
+def _pcie(gpu):
+    link = ("pci", "gpu link info")
+    gen_current = gpu.number(*link + ("pcie generation", "current"))
+    gen_max = gpu.number(*link + ("pcie generation", "max"))
+    width_current = gpu.number(*link + ("link width", "current"))
+    width_max = gpu.number(*link + ("link width", "max"))
+    gpu.facts.update(pcie_gen_current=gen_current, pcie_gen_max=gen_max, pcie_width_current=width_current,
+                     pcie_width_max=width_max)
+    if width_current and width_max and width_current < width_max:
+        gpu.add("pcie_width_degraded", "%s; %s" % (gpu.evidence(*link + ("link width", "current")),
+                                                  gpu.evidence(*link + ("link width", "max"))))
+    idle = (gpu.value("clocks event reasons", "idle") or "").lower() == "active"
+    if gen_current and gen_max and gen_current < gen_max and not idle:
+        gpu.add("pcie_gen_below_max", "%s; %s" % (gpu.evidence(*link + ("pcie generation", "current")),
+                                                 gpu.evidence(*link + ("pcie generation", "max"))))
+    if gpu.number("pci", "replays since reset"):
+        gpu.add("pcie_replays", gpu.evidence("pci", "replays since reset"))
+
+
+def _thermal_and_power(gpu):
+    temperature = gpu.number("temperature", "gpu current temp")
+    gpu.facts.update(temperature_c=temperature, power_draw_w=gpu.number("gpu power readings", "average power draw")
+                     or gpu.number("gpu power readings", "power draw"),
+                     power_limit_w=gpu.number("gpu power readings", "current power limit"))
+    # Hopper and later print the margin to the limit ("T.Limit"), which reaches 0 at the maximum operating
+    # temperature; older GPUs print the temperatures themselves.
+    margin, margin_limit = gpu.number("temperature", "gpu t.limit temp"), gpu.number(
+        "temperature", "gpu max operating t.limit temp")
+    maximum = gpu.number("temperature", "gpu max operating temp")
+    if margin is not None and margin_limit is not None and margin <= margin_limit:
+        gpu.add("temperature_above_max_operating", "%s; %s" % (gpu.evidence("temperature", "gpu t.limit temp"),
+                                                               gpu.evidence("temperature",
+                                                                            "gpu max operating t.limit temp")))
+    elif margin is None and temperature is not None and maximum is not None and temperature >= maximum:
+        gpu.add("temperature_above_max_operating", "%s; %s" % (
+            gpu.evidence("temperature", "gpu current temp"), gpu.evidence("temperature", "gpu max operating temp")))
+    limit, default = gpu.facts["power_limit_w"], gpu.number("gpu power readings", "default power limit")
+    if limit is not None and default is not None and limit < default:
+        gpu.add("power_limit_below_default", "%s; %s" % (gpu.evidence("gpu power readings", "current power limit"),
+                                                        gpu.evidence("gpu power readings", "default power limit")))
+
+
+def _fabric(gpu):
+    state, status = gpu.value("fabric", "state"), gpu.value("fabric", "status")
+    gpu.facts.update(fabric_state=state, fabric_status=status)
+    if state in ("Not Started", "In Progress"):
+        gpu.add("fabric_not_ready", gpu.evidence("fabric", "state"))
+    elif state == "Completed" and status not in (None, "Success"):
+        gpu.add("fabric_error", "%s; %s" % (gpu.evidence("fabric", "state"), gpu.evidence("fabric", "status")))
+    if (gpu.value("fabric", "health", "summary") or "").lower() == "unhealthy":
+        gpu.add("fabric_unhealthy", gpu.evidence("fabric", "health", "summary"))
+    if (gpu.facts["persistence_mode"] or "").lower() == "disabled":
+        gpu.add("persistence_mode_disabled", gpu.evidence("persistence mode"))
+
+
+CHECKS = (_ecc, _memory, _recovery, _clocks, _pcie, _thermal_and_power, _fabric)
+
+
+def parse_nvlink_errors(text):
+    """{GPU UUID: ["GPU i Link n: Name Errors: count", ...]} of the non-zero counters of `nvidia-smi nvlink -e`;
+    lines that sum several links up ("Links 1-5: ...") are not counters and are left out."""
+    found, uuid, index = {}, None, None
+    for line in text.splitlines():
+        gpu = NVLINK_GPU.match(line)
+        if gpu:
+            uuid, index = gpu.group("uuid"), gpu.group("index")
+            continue
+        counter = NVLINK_COUNTER.match(line)
+        if uuid and counter and int(counter.group("value")):
+            found.setdefault(uuid, []).append("GPU %s Link %s: %s: %s" % (
+                index, counter.group("link"), counter.group("name"), counter.group("value")))
+    return found
+
+
+def parse_dcgm_diag(text):
+    """[{test, result, detail}] of `dcgmi diag`'s table; a Warning row's wrapped lines are joined into it."""
+    results = []
+    for line in text.splitlines():
+        row = DCGM_ROW.match(line.strip())
+        if row:
+            results.append(dict(test=row.group("test"), result=row.group("result"),
+                                detail=row.group("detail").strip(" -")))
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] == "Warning" and results:
+            results[-1]["warning"] = cells[1]
+        elif len(cells) == 2 and not cells[0] and cells[1] and results and "warning" in results[-1]:
+            results[-1]["warning"] += " " + cells[1]
+    return results
+
+
+def _dcgm_findings(results, severities):
+    findings = []
+    for result in results:
+        finding = {"Fail": "dcgm_diag_failed", "Warn": "dcgm_diag_warning"}.get(result["result"])
+        if finding:
+            evidence = "%s: %s %s" % (result["test"], result["result"], result["detail"])
+            findings.append(make_finding(finding, (evidence.strip() + ("; " + result["warning"]
+                                                                        if result.get("warning") else "")),
+                                         severities))
+    return findings
+
+
+def _pci_key(bus_id):
+    """domain:bus:device of a PCI address as nvidia-smi (8-digit domain) or the kernel's Xid lines (4) write it."""
+    parts = bus_id.lower().split(":")
+    return "%s:%s:%s" % (parts[0][-4:], parts[1], parts[2].split(".")[0]) if len(parts) == 3 else bus_id.lower()
+
+
+def _xid_findings(xids, severities):
+    """One finding for each Xid number on each device, the first line its evidence."""
+    seen, findings = {}, []
+    for event in xids:
+        key = (_pci_key(event["device"]), event["xid"])
+        if key in seen:
+            seen[key]["count"] += 1
+            continue
+        finding = make_finding("xid_%d" % event["xid"], event["line"], severities, _pci_key(event["device"]))
+        finding["count"] = 1
+        seen[key] = finding
+        findings.append(finding)
+    return findings
+
+
+def verdict_of(findings):
+    """unhealthy, degraded or healthy: the worst of the findings' severities."""
+    severities = set(finding["severity"] for finding in findings)
+    return next((VERDICT_OF[severity] for severity in SEVERITIES if severity in severities), "healthy")
+
+
+def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=None, severity_overrides=None):
+    """The node's health from what the commands printed.
+
+    state, message: nvidia_smi.state_of() of `nvidia-smi -q` and what it said; details: its output; nvlink: the
+    output of `nvidia-smi nvlink -e`; kernel_lines: the kernel log's lines since boot, None when it was not read;
+    dcgm_results: parse_dcgm_diag() of `dcgmi diag`'s output, None when it did not run."""
+    severities = dict(severity_overrides or {})
+    gpus = []
+    for index, parsed in enumerate(parse_details(details) if state == "ok" else []):
+        gpu = _Gpu(parsed, index, severities)
+        for check in CHECKS:
+            check(gpu)
+        gpus.append(gpu)
+    nvlink_errors = parse_nvlink_errors(nvlink or "")
+    for gpu in gpus:
+        if gpu.facts["uuid"] in nvlink_errors:
+            gpu.add("nvlink_errors", "; ".join(nvlink_errors[gpu.facts["uuid"]]))
+    node_findings = []
+    events = kernel_events(kernel_lines or [])
+    by_device = dict((_pci_key(gpu.facts["bus_id"]), gpu) for gpu in gpus)
+    for finding in _xid_findings(events["xids"], severities):
+        owner = by_device.get(finding["gpu"])
+        if owner is None:
+            node_findings.append(finding)  # a GPU that fell off the bus is no longer in nvidia-smi's list
+        else:
+            finding["gpu"] = owner.facts["bus_id"]
+            owner.findings.append(finding)
+    node_findings.extend(_dcgm_findings(dcgm_results or [], severities))
+    every = node_findings + [finding for gpu in gpus for finding in gpu.findings]
+    verdict = verdict_of(every)
+    counts = dict((severity, sum(1 for finding in every if finding["severity"] == severity)) for severity in SEVERITIES)
+    if state != "ok" and verdict != "unhealthy":
+        verdict, reason = "unknown", "nvidia-smi could not report on the GPUs (%s): %s" % (state, message)
+    elif verdict == "healthy":
+        reason = "%d GPU(s), no unhealthy or degraded finding" % len(gpus)
+    else:
+        reason = "%d unhealthy and %d degraded finding(s)" % (counts["unhealthy"], counts["degraded"])
+    return dict(verdict=verdict, reason=result_line(reason), state=state, counts=counts,
+                gpus=[dict(gpu.facts, findings=gpu.findings) for gpu in gpus], findings=node_findings,
+                xid_count=events["xid_count"])
+
+
+def gather(nvidia_smi, dcgmi, run, read_kernel_log, options):
+    """The node's health, from this host's commands.
+
+    nvidia_smi, dcgmi: paths of the commands, None where missing; run(argv) -> (rc, stdout, stderr), bounded;
+    read_kernel_log() -> (lines, source, problem); options: severity_overrides, kernel_log, dcgm_diag,
+    dcgm_diag_level."""
+    if nvidia_smi is None:
+        state, message, details, nvlink = "no_nvidia_smi", "nvidia-smi is not installed", "", ""
+    else:
+        rc, details, err = run([nvidia_smi] + list(DETAILS_ARGV))
+        state, message = state_of(rc, details + err), (details + err).strip() if rc else ""
+        nvlink = run([nvidia_smi] + list(NVLINK_ARGV))[1] if state == "ok" else ""
+    kernel = dict(read=options["kernel_log"], source=None, problem=None)
+    lines = None
+    if options["kernel_log"]:
+        lines, kernel["source"], kernel["problem"] = read_kernel_log()
+    dcgm = None
+    if options["dcgm_diag"]:
+        dcgm = dict(level=options["dcgm_diag_level"], rc=None, problem=None, results=[])
+        if dcgmi is None:
+            dcgm["problem"] = "dcgmi is not installed (NVIDIA DCGM): no diagnostic ran"
+        else:
+            dcgm["rc"], out, err = run([dcgmi, "diag", "-r", str(options["dcgm_diag_level"])])
+            dcgm["results"] = parse_dcgm_diag(out)
+            if not dcgm["results"]:
+                dcgm["problem"] = result_line((out + err).strip() or "dcgmi diag printed no result")
+    health = assess(state, result_line(message), details, nvlink, lines, dcgm and dcgm["results"],
+                    options["severity_overrides"])
+    health.update(kernel_log=kernel, dcgm_diag=dcgm)
+    return health

@@ -1,0 +1,284 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, blackwell.gpu_node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gpu_health_info
+short_description: Tell a sick NVIDIA GPU from a healthy one before it serves
+version_added: 0.1.0
+author:
+  - Blackwell GPU node maintainers (@blackwell-gpu-node)
+description:
+  - Reads, in one call, what the driver knows about each GPU's health and gives a verdict for the node,
+    V(healthy), V(degraded), V(unhealthy), or V(unknown) when C(nvidia-smi) cannot report (no GPU, no
+    C(nvidia-smi), a broken driver), with the reason. It never fails on such a host.
+  - From C(nvidia-smi -q) - ECC errors (volatile and aggregate, correctable and uncorrectable), retired pages
+    pending, remapped rows (pending, failure), the driver's recovery action, clock event (throttle) reasons,
+    the PCIe link (generation and width, current and max, replays), temperature, power, the NVSwitch fabric's
+    state and persistence mode.
+  - From C(nvidia-smi nvlink -e) - the NVLink error counters, on GPUs that have NVLink.
+  - "From the kernel log since boot (C(/dev/kmsg), else C(dmesg)) - the driver's C(NVRM: Xid) lines, one finding
+    per Xid number and GPU. Other C(NVRM:) lines (an FBHUB interrupt cleared at boot, the persistence mode
+    notice) are not errors and are not read as such. An Xid of a GPU that no longer answers (Xid 79) belongs to
+    the node's RV(findings)."
+  - With O(dcgm_diag), C(dcgmi diag) at O(dcgm_diag_level) where NVIDIA DCGM is installed.
+  - Each finding has a stable id, a severity, the evidence line, and the action NVIDIA documents for it. The
+    severities follow NVIDIA's Xid catalogue (U(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html))
+    and GPU Memory Error Management (U(https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html)); an
+    idle GPU's PCIe generation below its maximum is normal (the link slows down to save power), a link narrower
+    than its maximum is not.
+  - Changes nothing.
+extends_documentation_fragment:
+  - blackwell.gpu_node.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+options:
+  severity_overrides:
+    description:
+      - Severities to use instead of the built-in ones, by finding id, for example C(pcie_width_degraded) as
+        V(info) on a host whose slots are x8 by design, or C(xid_13) as V(degraded).
+      - "Known ids: C(ecc_uncorrectable), C(ecc_uncorrectable_aggregate), C(ecc_correctable),
+        C(sram_threshold_exceeded), C(unrepairable_memory), C(memory_repair_pending), C(retired_pages_pending),
+        C(row_remap_pending), C(row_remap_failure), C(gpu_reset_required), C(drain_and_reset_required),
+        C(drain_p2p_required), C(node_reboot_required), C(hw_slowdown), C(hw_thermal_slowdown),
+        C(hw_power_brake_slowdown), C(sw_thermal_slowdown), C(sw_power_cap), C(temperature_above_max_operating),
+        C(power_limit_below_default), C(pcie_width_degraded), C(pcie_gen_below_max), C(pcie_replays),
+        C(fabric_not_ready), C(fabric_error), C(fabric_unhealthy), C(persistence_mode_disabled),
+        C(nvlink_errors), C(dcgm_diag_failed), C(dcgm_diag_warning), and C(xid_<number>) for any Xid."
+      - Values are V(unhealthy), V(degraded) or V(info). An unknown id or severity fails the task, naming it.
+    type: dict
+    default: {}
+  kernel_log:
+    description:
+      - Read the kernel log for Xid errors since boot. It needs root (C(CAP_SYSLOG)); when it cannot be read,
+        RV(kernel_log.problem) says why and the verdict rests on the rest.
+    type: bool
+    default: true
+  dcgm_diag:
+    description:
+      - Run C(dcgmi diag -r) O(dcgm_diag_level) where C(dcgmi) is installed; RV(dcgm_diag.problem) says so where
+        it is not.
+    type: bool
+    default: false
+  dcgm_diag_level:
+    description:
+      - The DCGM diagnostic level. Level 1 takes seconds and is NVIDIA's readiness check; levels 2 to 4 load the
+        GPUs for minutes and need O(dcgm_diag_allow_long).
+    type: int
+    default: 1
+    choices: [1, 2, 3, 4]
+  dcgm_diag_allow_long:
+    description: Allow O(dcgm_diag_level) above 1, on a node drained of traffic (and raise O(timeout) for it).
+    type: bool
+    default: false
+  timeout:
+    description: Seconds each command may run before it is killed.
+    type: int
+    default: 120
+notes:
+  - Counters since boot or since the driver loaded stay until then - an Xid that a GPU reset resolved still shows
+    until the next reboot; its finding says what it was, and RV(gpus[].findings[].count) how often.
+seealso:
+  - module: blackwell.gpu_node.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Know whether the node may serve
+  blackwell.gpu_node.gpu_health_info:
+  register: health
+
+- name: Refuse a sick node
+  ansible.builtin.assert:
+    that: health.verdict in ['healthy', 'degraded']
+    fail_msg: "{{ health.reason }}: {{ health.gpus | map(attribute='findings') | flatten
+      | map(attribute='evidence') }}"
+
+- name: A quick DCGM check too, and x8 slots accepted by design
+  blackwell.gpu_node.gpu_health_info:
+    dcgm_diag: true
+    severity_overrides:
+      pcie_width_degraded: info
+"""
+
+RETURN = r"""
+verdict:
+  description:
+    - V(healthy) (no finding worse than info), V(degraded) (serves, but something needs attention),
+      V(unhealthy) (do not serve), or V(unknown) when C(nvidia-smi) could not report and nothing else showed
+      the node unhealthy.
+  returned: always
+  type: str
+  sample: healthy
+reason:
+  description: Why, in one line.
+  returned: always
+  type: str
+  sample: 8 GPU(s), no unhealthy or degraded finding
+state:
+  description: What C(nvidia-smi -q) said of the driver, as in M(blackwell.gpu_node.gpu_facts) (V(ok), V(no_nvidia_smi), V(no_driver), ...).
+  returned: always
+  type: str
+  sample: ok
+counts:
+  description: How many findings of each severity.
+  returned: always
+  type: dict
+  sample: {unhealthy: 0, degraded: 0, info: 1}
+gpus:
+  description: One entry per GPU that C(nvidia-smi -q) lists, in its order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: The GPU's position in C(nvidia-smi -q).
+      type: int
+    bus_id:
+      description: Its PCI address.
+      type: str
+      sample: "00000000:00:06.0"
+    uuid:
+      description: Its UUID.
+      type: str
+    name:
+      description: Its product name.
+      type: str
+      sample: NVIDIA H200
+    persistence_mode:
+      description: V(Enabled) or V(Disabled).
+      type: str
+    pcie_gen_current:
+      description: The PCIe generation now (lower at idle, which is normal).
+      type: float
+    pcie_gen_max:
+      description: The highest PCIe generation of the GPU in this slot.
+      type: float
+    pcie_width_current:
+      description: The PCIe lanes in use.
+      type: float
+    pcie_width_max:
+      description: The PCIe lanes the GPU can use in this slot.
+      type: float
+    temperature_c:
+      description: The GPU's temperature.
+      type: float
+    power_draw_w:
+      description: Its power draw.
+      type: float
+    power_limit_w:
+      description: Its power limit.
+      type: float
+    fabric_state:
+      description: Its NVSwitch fabric state, null without a fabric.
+      type: str
+    fabric_status:
+      description: Its NVSwitch fabric status, null without a fabric.
+      type: str
+    findings:
+      description: What was found about this GPU.
+      type: list
+      elements: dict
+      contains:
+        id:
+          description: The finding's stable id (see O(severity_overrides)).
+          type: str
+          sample: row_remap_pending
+        severity:
+          description: V(unhealthy), V(degraded) or V(info).
+          type: str
+        summary:
+          description: What it means.
+          type: str
+        evidence:
+          description: The line(s) that show it, as the command printed them (section path, field and value).
+          type: str
+          sample: "Remapped Rows > Pending: Yes"
+        action:
+          description:
+            - What to do, as a token - V(none), V(restart_app), V(reset_gpu), V(reboot),
+              V(drain_and_open_case), V(check_cooling_and_power), V(check_pcie_link), V(check_nvlink),
+              V(check_fabric_manager), V(enable_persistence), V(look_up_xid), V(read_dcgm_diag).
+          type: str
+          sample: reset_gpu
+        advice:
+          description: The action in words.
+          type: str
+        gpu:
+          description: The GPU's PCI address.
+          type: str
+        count:
+          description: For an Xid, how many of its lines the kernel log holds for this GPU.
+          type: int
+findings:
+  description:
+    - Findings that belong to no GPU of the list - Xids of a device C(nvidia-smi) no longer lists (fallen off the
+      bus), and C(dcgmi diag) results. Same keys as a GPU's findings.
+  returned: always
+  type: list
+  elements: dict
+xid_count:
+  description: How many Xid lines the kernel log holds (the first 50 are read).
+  returned: always
+  type: int
+kernel_log:
+  description: Whether the kernel log was read (C(read)), from where (C(source)), and why not (C(problem)).
+  returned: always
+  type: dict
+  sample: {read: true, source: /dev/kmsg, problem: null}
+dcgm_diag:
+  description:
+    - The DCGM diagnostic's C(level), exit status C(rc), C(results) ({test, result, detail}) and C(problem)
+      (C(dcgmi) missing, or no result printed); null without O(dcgm_diag).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import check_options, gather
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import read_kernel_log
+
+ARGUMENT_SPEC = dict(
+    severity_overrides=dict(type="dict", default={}),
+    kernel_log=dict(type="bool", default=True),
+    dcgm_diag=dict(type="bool", default=False),
+    dcgm_diag_level=dict(type="int", default=1, choices=[1, 2, 3, 4]),
+    dcgm_diag_allow_long=dict(type="bool", default=False),
+    timeout=dict(type="int", default=120),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    try:
+        check_options(params["severity_overrides"], params["dcgm_diag_level"], params["dcgm_diag_allow_long"])
+    except InvalidOption as exc:
+        module.fail_json(msg=str(exc))
+
+    def run(argv):
+        # A command that cannot start is an answer like any other: the verdict says what it means.
+        try:
+            return run_bounded(argv, params["timeout"])
+        except OSError as exc:
+            return 127, "", "%s: %s" % (argv[0], exc.strerror)
+
+    health = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("dcgmi"), run, read_kernel_log, params)
+    module.exit_json(changed=False, **health)
+
+
+if __name__ == "__main__":
+    main()
