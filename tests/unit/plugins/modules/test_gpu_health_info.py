@@ -4,17 +4,21 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.blackwell.gpu_node.plugins.modules import gpu_health_info as module
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 
 
-def result_of(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            module.main()
+def result_of(args, capsys, monkeypatch):
+    # How a module receives its arguments on every supported core, ansible-core 2.15 on Python 3.9 included.
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    # ansible-core 2.19 decodes them by a named profile; older cores have none.
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(SystemExit):
+        module.main()
     return json.loads(capsys.readouterr().out)
 
 
@@ -35,23 +39,23 @@ def h200(monkeypatch):
     return calls
 
 
-def test_the_h200_is_healthy_and_nothing_changed_even_in_check_mode(h200, capsys):
-    result = result_of({"_ansible_check_mode": True, "timeout": 30}, capsys)
+def test_the_h200_is_healthy_and_nothing_changed_even_in_check_mode(h200, capsys, monkeypatch):
+    result = result_of({"_ansible_check_mode": True, "timeout": 30}, capsys, monkeypatch)
     assert (result["changed"], result["verdict"], result["counts"]) == (
         False, "healthy", {"unhealthy": 0, "degraded": 0, "info": 1})
     assert h200 == [(["/usr/bin/nvidia-smi", "-q"], 30), (["/usr/bin/nvidia-smi", "nvlink", "-e"], 30)]
     assert result["kernel_log"] == {"read": True, "source": "/dev/kmsg", "problem": None}
 
 
-def test_dcgm_asked_where_it_is_missing_says_so(h200, capsys):
-    result = result_of({"dcgm_diag": True}, capsys)
+def test_dcgm_asked_where_it_is_missing_says_so(h200, capsys, monkeypatch):
+    result = result_of({"dcgm_diag": True}, capsys, monkeypatch)
     assert (result["verdict"], result["dcgm_diag"]["problem"]) == (
         "healthy", "dcgmi is not installed (NVIDIA DCGM): no diagnostic ran")
 
 
 def test_a_host_without_nvidia_smi_is_unknown_not_a_failure(monkeypatch, capsys):
     monkeypatch.setattr(module.AnsibleModule, "get_bin_path", lambda self, name, *args, **kwargs: None)
-    result = result_of({"kernel_log": False}, capsys)
+    result = result_of({"kernel_log": False}, capsys, monkeypatch)
     assert (result.get("failed"), result["verdict"], result["state"]) == (None, "unknown", "no_nvidia_smi")
 
 
@@ -60,16 +64,16 @@ def test_a_command_that_cannot_start_is_an_answer(monkeypatch, capsys):
         raise OSError(2, "No such file or directory")
     monkeypatch.setattr(module, "run_bounded", run_bounded)
     monkeypatch.setattr(module.AnsibleModule, "get_bin_path", lambda self, name, *args, **kwargs: "/usr/bin/" + name)
-    result = result_of({"kernel_log": False}, capsys)
+    result = result_of({"kernel_log": False}, capsys, monkeypatch)
     assert (result["verdict"], result["state"]) == ("unknown", "error")
     assert "No such file or directory" in result["reason"]
 
 
-def test_an_unknown_override_fails_naming_the_option(capsys):
-    result = result_of({"severity_overrides": {"pcie_lanes": "info"}}, capsys)
+def test_an_unknown_override_fails_naming_the_option(capsys, monkeypatch):
+    result = result_of({"severity_overrides": {"pcie_lanes": "info"}}, capsys, monkeypatch)
     assert result["failed"] and "severity_overrides" in result["msg"] and "pcie_width_degraded" in result["msg"]
 
 
-def test_a_long_dcgm_level_needs_its_allowance(capsys):
-    result = result_of({"dcgm_diag": True, "dcgm_diag_level": 2}, capsys)
+def test_a_long_dcgm_level_needs_its_allowance(capsys, monkeypatch):
+    result = result_of({"dcgm_diag": True, "dcgm_diag_level": 2}, capsys, monkeypatch)
     assert result["failed"] and "dcgm_diag_allow_long" in result["msg"]
