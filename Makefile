@@ -22,7 +22,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
 .PHONY: help test toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
-	bench-site bench-upgrade bench-installer ml-stack-real device-evidence mutation
+	bench-site bench-upgrade bench-installer bench-diagnoses ml-stack-real device-evidence mutation
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
@@ -36,6 +36,7 @@ help:
 	@echo "make bench-site  site's converged run on 1 and 8 nodes, docker and SSH (pipelining on, off), against as many no-op tasks (BENCH_SITE_ARGS='--fleet 0 --skip-ssh')"
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, task by task, against a reinstall in place"
 	@echo "make bench-installer  pip against uv building the real cu128 stack from PyPI and from a wheelhouse (GBs, minutes)"
+	@echo "make bench-diagnoses  failed start-ups diagnosed by the catalogue or only generically, tuned and held-out logs apart"
 	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... JOBS=... DEADLINE=...)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
 	@echo "make lock   re-resolve requirements/tools.in and core-*.in into their .txt pins"
@@ -184,6 +185,9 @@ bench-upgrade: toolchain engine
 
 bench-installer: toolchain
 	python bench/installer.py
+
+bench-diagnoses: toolchain
+	python bench/diagnosis_rate.py
 
 # Mutation testing (mutmut's mutants) of the cores against the unit tests, over JOBS workers each on its own staged
 # copy: a report per file in tests/output/mutation, the scores in its summary.txt. Not part of `make test`: minutes

@@ -164,8 +164,9 @@ log:
       type: str
     failure:
       description: Null when the log shows no failure; else C(cause) (the exception or fatal line, with the ranks),
-        C(ranks), C(traceback) (its first and last 100 lines when it is longer) and C(diagnosis) (C(id), C(cause),
-        C(fix); null when no known cause matches).
+        C(ranks), C(traceback) (its first and last 100 lines when it is longer) and C(diagnosis) (C(id),
+        C(component), C(cause), C(fix), C(exception), C(raised_in) as M(blackwell.gpu_node.wait_for_server) returns
+        them; a failure no known cause matches gets the generic C(not_in_catalogue) diagnosis of its component).
       type: dict
     last_lines:
       description: The launch's last 40 non-empty lines.

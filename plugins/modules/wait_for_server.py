@@ -233,18 +233,35 @@ failure:
         it is longer); empty when there was none.
       type: str
     diagnosis:
-      description: The known cause and its fix, or null.
+      description:
+        - The cause and its fix. The first entry of O(diagnoses) and the built-in catalogue that matches; for a failure
+          none of them knows, a generic diagnosis (id C(not_in_catalogue)) from the component it came from.
       type: dict
       contains:
         id:
-          description: Short name of the cause.
+          description: Short name of the cause; C(not_in_catalogue) for the generic diagnosis.
           type: str
           sample: cuda_out_of_memory
+        component:
+          description:
+            - What failed, always named. The catalogue entry's own (C(NCCL), C(Mooncake transfer engine)), for a port
+              in use the port and which of the server's ports it is, else the package of the innermost traceback
+              frame (C(SGLang), C(sgl-kernel), C(flashinfer), C(DeepGEMM), C(PyTorch), ...) or the first one the log
+              names, else C(SGLang).
+          type: str
+          sample: "port 29500, the torch.distributed port (sglang_server_dist_init_port, or --nccl-port in sglang_server_extra_args)"
         cause:
           description: What went wrong.
           type: str
         fix:
-          description: What to do.
+          description: What to do, in the role's variables where one applies.
+          type: str
+        exception:
+          description: The type of the traceback's last exception (C(TypeError), C(torch.OutOfMemoryError)); null without one.
+          type: str
+        raised_in:
+          description: The module of the innermost traceback frame under a known package
+            (C(sglang/srt/model_executor/cuda_graph_runner.py)); null when there is none.
           type: str
 last_lines:
   description: The last lines read from the log (at most O(last_lines)), masked (see O(mask)).

@@ -2,12 +2,21 @@
 # Copyright: (c) 2026, blackwell.gpu_node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
-"""Known causes of a failed SGLang start-up, and what to do about each.
+"""Known causes of a failed SGLang start-up, and what to do about each; and, for a failure none of them
+explains, what the component it came from usually means.
 
 Data only. The first entry whose ``pattern`` (a regular expression) occurs in the
 failure's traceback, fatal line or last log lines is the diagnosis, so specific
 entries come before general ones. Users extend it with the ``diagnoses`` option of
-wait_for_server, whose entries are tried first.
+wait_for_server, whose entries are tried first. The entries are grouped by class of
+failure, and their patterns key on what stays the same across releases: the
+exception's type, errno names, and the libraries' own error prefixes rather than a
+release's wording. An entry's ``component`` names what failed when the class itself
+says it; without one, the component is the package the failure was raised in.
+
+A failure no entry matches still gets a diagnosis (see log.py): from the innermost
+frame of its traceback under one of COMPONENTS' packages, or from the first of their
+signs in its lines, and the GENERIC_ADVICE for that component.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,8 +24,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type  # pragma: no mutate
 
 DIAGNOSES = (
+    # The command line.
     {
         "id": "invalid_argument",
+        "component": "SGLang (its command line)",
         # argparse's own words: "<prog>: error: unrecognized arguments: ..." and friends; the
         # cause line is that line, which names the flag.
         "pattern": r"(?m)^\S[^\n]*?: error: (unrecognized arguments: |argument -"
@@ -28,8 +39,10 @@ DIAGNOSES = (
         "sglang_server_extra_args. `python -m sglang.launch_server --help` in the server's virtualenv lists "
         "what the installed release accepts.",
     },
+    # The software stack: start-up checks, missing packages, builds for another CUDA or torch.
     {
         "id": "cudnn_check",
+        "component": "SGLang (its start-up check)",
         "pattern": r"PyTorch 2\.9\.1 & CuDNN Compatibility Issue|SGLANG_DISABLE_CUDNN_CHECK",
         "cause": "SGLang refuses to start with torch 2.9.1 and a cuDNN older than 9.15 (its check for "
         "multimodal models, against a Conv3d bug in that torch).",
@@ -64,6 +77,7 @@ DIAGNOSES = (
     },
     {
         "id": "flashinfer_version_check",
+        "component": "flashinfer",
         "pattern": r"does not match flashinfer version|FLASHINFER_DISABLE_VERSION_CHECK"
         r"|flashinfer_python (is installed with version|with minimum required version)",
         "cause": "flashinfer-python, flashinfer-cubin and flashinfer-jit-cache are not the same version, or "
@@ -74,12 +88,15 @@ DIAGNOSES = (
     },
     {
         "id": "sgl_kernel_version",
+        "component": "sgl-kernel",
         "pattern": r"sgl-kernel (is installed with version|with minimum required version)",
         "cause": "The installed sgl-kernel is not the version this SGLang needs.",
         "fix": "Install the sgl-kernel version of the stack profile (0.3.21+cu130 for SGLang 0.5.9).",
     },
+    # Resources: host and GPU memory.
     {
         "id": "host_out_of_memory",
+        "component": "the host's memory",
         "pattern": r"\[Errno 12\] Cannot allocate memory",
         "cause": "The host, not the GPU, ran out of memory (RAM or a memory ulimit) while starting worker processes.",
         "fix": "Free host memory or raise the service's memory limit (ulimit -v, the container's or the systemd "
@@ -87,6 +104,7 @@ DIAGNOSES = (
     },
     {
         "id": "cuda_out_of_memory",
+        "component": "GPU memory",
         "pattern": r"CUDA out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|CUDA error: out of memory"
         r"|Not enough memory|insufficient (GPU|device) memory",
         "cause": "The GPU ran out of memory while loading weights, allocating the KV cache or capturing CUDA graphs.",
@@ -94,6 +112,7 @@ DIAGNOSES = (
         "lower --mem-fraction-static (sglang_server_extra_args) or sglang_server_cuda_graph_max_bs, or raise "
         "sglang_server_tensor_parallel_size.",
     },
+    # The model against the parallelism asked for.
     {
         "id": "tensor_parallel_not_divisible",
         # SGLang's ensure_divisibility() says "<n> is not divisible by <tp>"; quantized MoE layers say
@@ -107,8 +126,10 @@ DIAGNOSES = (
         "its config.json; for MoE models expert parallelism (--ep-size) or --enable-dp-attention in "
         "sglang_server_extra_args split the experts differently.",
     },
+    # The GPU and its kernels.
     {
         "id": "gpu_too_old",
+        "component": "the GPU",
         "pattern": r"SGLang only supports sm\d+ and above",
         "cause": "The GPU's compute capability is below what SGLang supports.",
         "fix": "Run on a supported GPU (Blackwell sm_100/sm_120, Hopper sm_90 and so on); check CUDA_VISIBLE_DEVICES.",
@@ -125,6 +146,20 @@ DIAGNOSES = (
         "install the stack profile built for this GPU (stack_profile, the cu130 wheels for Blackwell).",
     },
     {
+        "id": "gpu_kernel_assert",
+        # The device-side assert's own line, CUDA's name for it, and the host-side check of DeepGEMM's and
+        # sgl-kernel's JIT ("Assertion error (<file>:<line>): <condition>"). The component is the asserting file's.
+        "pattern": r"Assertion failed: \S+\.cuh?:\d+|device-side assert triggered|cudaErrorAssert|CUDA_ERROR_ASSERT"
+        r"|Assertion `[^`]*' failed|Assertion error \(\S+\.(hpp|cuh?|h):\d+\)",
+        "cause": "A GPU kernel's own check failed (a device-side assert, or its launcher's check): the kernel got "
+        "input it does not accept, most often a version mismatch between SGLang and the kernel library (DeepGEMM, "
+        "sgl-kernel, flashinfer) or a checkpoint format the kernel does not expect.",
+        "fix": "Install the kernel library at the version the stack profile pins with this SGLang (stack_profile); "
+        "or avoid the kernel: SGLANG_ENABLE_JIT_DEEPGEMM=0 in sglang_server_env for DeepGEMM, another "
+        "sglang_server_attention_backend for attention kernels. CUDA_LAUNCH_BLOCKING=1 in sglang_server_env "
+        "locates it; report it upstream with the cause line.",
+    },
+    {
         "id": "kernel_compilation",
         "pattern": r"CompilationError|Internal Triton PTX codegen error|ptxas\b[^\n]*\berror\b|ptxas fatal"
         r"|triton/compiler/compiler\.py\", line \d+, in compile\b|nvcc fatal|Ninja is required"
@@ -136,8 +171,10 @@ DIAGNOSES = (
         "user's stale caches (~/.triton/cache, ~/.cache/flashinfer), or avoid the kernel (another "
         "sglang_server_attention_backend, or --disable-cuda-graph in sglang_server_extra_args).",
     },
+    # Communication between GPUs and nodes, and the server's ports.
     {
         "id": "gpu_peer_access",
+        "component": "PCIe peer-to-peer between the GPUs",
         "pattern": r"peer access is not supported between these two devices|cudaErrorPeerAccessUnsupported"
         r"|peer mapping resources exhausted",
         "cause": "The GPUs cannot reach each other's memory directly over PCIe: peer-to-peer is blocked (IOMMU "
@@ -149,6 +186,7 @@ DIAGNOSES = (
     },
     {
         "id": "nccl",
+        "component": "NCCL",
         "pattern": r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage"
         r"|ncclRemoteError|NCCL WARN",
         "cause": "NCCL failed to set up or run collective communication between the GPUs (\"unhandled system "
@@ -160,8 +198,38 @@ DIAGNOSES = (
         "and for multi-node runs that the first node's sglang_server_dist_init_port is reachable.",
     },
     {
+        "id": "nvshmem_init",
+        "component": "NVSHMEM (DeepEP's transport)",
+        # NVSHMEM's own messages: "<source file>:<line>: non-zero status: <n> <what failed>" and its state errors.
+        "pattern": r"nvshmem/src/\S+:\d+:? non-zero status: \d+|NVSHMEM API called before NVSHMEM initialization"
+        r"|nvshmem (setup connections|initialization) failed|nvshmemi?_\w*init\w* failed",
+        "cause": "NVSHMEM, the GPU-initiated transport DeepEP's all-to-all runs on (--moe-a2a-backend deepep), could "
+        "not set up its connections between the GPUs or nodes: its InfiniBand/RoCE queue pairs (ibv_modify_qp), "
+        "endpoints (ep_connect) or bootstrap failed.",
+        "fix": "Check the RDMA network the cause line names (ibv_devinfo; in a container the IB devices, "
+        "IPC_LOCK and a large memlock limit), and tell NVSHMEM which NIC each GPU uses: NVSHMEM_HCA_PE_MAPPING or "
+        "NVSHMEM_IB_GID_INDEX (RoCE) in sglang_server_env. Without such a network, remove --moe-a2a-backend deepep "
+        "from sglang_server_extra_args.",
+    },
+    {
+        "id": "transfer_engine",
+        "component": "Mooncake transfer engine",
+        "pattern": r"Mooncake Transfer Engine initialization failed|SocketHandShakePlugin: .*(\[\d+\]|failed)"
+        r"|Mooncake memory registration failed|use IPv4 address instead",
+        "cause": "Mooncake's transfer engine, which moves the KV cache between prefill and decode servers "
+        "(--disaggregation-mode) or to a hierarchical cache store, could not start or reach its peer: an IPv6 "
+        "host address it split as host:port, a name it cannot resolve, a port it may not bind, or RDMA memory "
+        "registration.",
+        "fix": "Give the server an IPv4 address for the transfer engine (--host / --disaggregation-ib-device in "
+        "sglang_server_extra_args), or enable Mooncake's IPv6 support with MC_USE_IPV6=1 in sglang_server_env; "
+        "check the MOONCAKE_* settings in sglang_server_env; without disaggregation, remove "
+        "--disaggregation-mode and --disaggregation-transfer-backend from sglang_server_extra_args.",
+    },
+    {
         "id": "port_in_use",
-        "pattern": r"[Aa]ddress already in use|\[Errno 98\]|EADDRINUSE",
+        # The errno by its number and names, and SGLang's own check of a port before it binds it.
+        "pattern": r"[Aa]ddress already in use|\[Errno 98\]|EADDRINUSE|port at \d+ is not available"
+        r"|port is used by a process already",
         "cause": "Another process already listens on a port the server needs: its HTTP port, the metrics port, "
         "the torch.distributed/NCCL port (--dist-init-addr, --nccl-port) or one of its ZMQ ports; the cause "
         "line names it.",
@@ -170,16 +238,20 @@ DIAGNOSES = (
         "sglang_server_dist_init_port for multi-node start-up, --nccl-port or --metrics-port in "
         "sglang_server_extra_args.",
     },
+    # The running server.
     {
         "id": "warmup_request",
+        "component": "SGLang (its warm-up request)",
         "pattern": r"warmup error",
         "cause": "The server started, but SGLang's own warm-up request to it failed (an HTTP proxy in between, "
         "an API key, or a crash while serving it).",
         "fix": "Make local traffic bypass proxies (no_proxy=127.0.0.1,localhost in sglang_server_env), "
         "check sglang_server_api_key, and read the traceback for a crash.",
     },
+    # The driver.
     {
         "id": "cuda_driver",
+        "component": "the NVIDIA driver",
         "pattern": r"Error 802|system not yet initialized|driver version is insufficient"
         r"|cudaErrorInsufficientDriver|Error 804|forward compatibility was attempted"
         r"|NVIDIA driver on your system is too old",
@@ -190,8 +262,10 @@ DIAGNOSES = (
         "installed driver serves; on NVSwitch (HGX) systems start nvidia-fabricmanager at the driver's exact "
         "version.",
     },
+    # The model and where it comes from.
     {
         "id": "model_type_unknown",
+        "component": "transformers",
         "pattern": r"has model type `[^`]+` but Transformers does not recognize this architecture",
         "cause": "The installed transformers does not know this model's architecture.",
         "fix": "Use an SGLang and transformers release that supports the model (a newer stack_profile), or "
@@ -199,6 +273,7 @@ DIAGNOSES = (
     },
     {
         "id": "trust_remote_code",
+        "component": "transformers",
         "pattern": r"contains custom code which must be executed|requires you to execute (the configuration file"
         r"|some code) in that repo",
         "cause": "The model ships its own Python code (a custom architecture or tokenizer) and the server was "
@@ -208,6 +283,7 @@ DIAGNOSES = (
     },
     {
         "id": "hf_gated_model",
+        "component": "the Hugging Face Hub",
         "pattern": r"GatedRepoError|[Cc]annot access gated repo|You are trying to access a gated repo"
         r"|Access to model \S+ is restricted|(401|403) Client Error",
         "cause": "The model is gated (or private) on Hugging Face and the server's download had no token with "
@@ -218,6 +294,7 @@ DIAGNOSES = (
     },
     {
         "id": "model_path",
+        "component": "the model path",
         "pattern": r"is not a local folder and is not a valid model identifier|Repository Not Found"
         r"|RepositoryNotFoundError|does not appear to have a file named config\.json|Can't load the configuration of"
         r"|No such file or directory: .*(config\.json|safetensors)|HFValidationError",
@@ -225,5 +302,142 @@ DIAGNOSES = (
         "fix": "Check sglang_server_model_path: it must be a local directory with config.json and the weights, "
         "readable by the server's user, or a Hugging Face id (sglang_server_model_is_hub_id) with network access "
         "and HF_HUB_OFFLINE unset.",
+    },
+)
+
+# What a failure can come from: the package directory its frames run in (None: no Python package of its own),
+# the name an operator knows it by, and its signs in a log without a traceback, most specific first (the first
+# that occurs in the failure's lines, then in the last log lines, names the component).
+COMPONENTS = (
+    ("nvshmem", "NVSHMEM (DeepEP's transport)", r"\bnvshmem|NVSHMEM"),
+    ("deep_ep", "DeepEP", r"\bdeep_ep\b|DeepEP"),
+    ("deep_gemm", "DeepGEMM", r"deep_gemm|DeepGEMM|[Dd]eep[Gg]emm"),
+    ("mooncake", "Mooncake transfer engine", r"[Mm]ooncake|transfer_engine\.cpp|transfer_metadata\w*\.cpp"),
+    (None, "NCCL", r"\bNCCL\b|\bnccl[A-Z]\w*"),
+    ("flashinfer", "flashinfer", r"flashinfer"),
+    ("sgl_kernel", "sgl-kernel", r"sgl_kernel|sgl-kernel"),
+    ("triton", "Triton", r"\btriton\b|Triton"),
+    ("transformers", "transformers", r"\btransformers\b"),
+    ("huggingface_hub", "the Hugging Face Hub", r"huggingface_hub"),
+    ("vllm", "vLLM (imported by SGLang)", r"\bvllm\b"),
+    ("torch_npu", "torch_npu (Ascend)", r"torch_npu|\bNPU\b"),
+    ("torch", "PyTorch", r"\btorch\b|\bc10\b"),
+    ("sglang", "SGLang", r"sglang|Scheduler hit an exception|[Rr]eceived sigquit|SIGQUIT received"),
+)
+# The component of a failure whose log names none of them: the server itself.
+SERVER_COMPONENT = "SGLang"
+
+# For a failure no catalogue entry explains: what its component means and the first step to take, by component
+# and, within it, by where in the traceback it happened (the first row whose ``where`` occurs in the traceback,
+# or that has none).
+GENERIC_ADVICE = (
+    {
+        "component": "SGLang",
+        "where": r"cuda_graph_runner|graph_runner\.py|[Cc]apture cuda graph|Capturing batches",
+        "cause": "SGLang failed while capturing CUDA graphs: a bug in SGLang or a mismatch between it and the "
+        "kernels it captures (this build's platform, sgl-kernel, flashinfer).",
+        "fix": "Start without CUDA graphs to confirm: --disable-cuda-graph in sglang_server_extra_args (slower "
+        "decoding), or fewer batch sizes with sglang_server_cuda_graph_max_bs; then report it to SGLang with the "
+        "traceback and the versions of the stack profile.",
+    },
+    {
+        "component": "SGLang",
+        "where": r"sglang/srt/speculative/",
+        "cause": "SGLang failed while setting up speculative decoding (its draft model or draft worker).",
+        "fix": "Start without speculative decoding to confirm (unset sglang_server_speculative_algorithm), check "
+        "sglang_server_speculative_draft_model_path, and report it to SGLang with the traceback.",
+    },
+    {
+        "component": "SGLang",
+        "where": r"sglang/srt/layers/attention/",
+        "cause": "SGLang's attention backend failed.",
+        "fix": "Choose another sglang_server_attention_backend (triton works everywhere), and report it to SGLang "
+        "with the traceback.",
+    },
+    {
+        "component": "SGLang",
+        "where": r"sglang/srt/layers/(moe|quantization)/",
+        "cause": "SGLang's MoE or quantization layer failed on this model, parallelism or GPU.",
+        "fix": "Try another --moe-runner-backend or without --quantization in sglang_server_extra_args, or another "
+        "sglang_server_tensor_parallel_size; report it to SGLang with the traceback.",
+    },
+    {
+        "component": "SGLang",
+        "where": None,
+        "cause": "SGLang itself raised it: a bug, or a mismatch between this SGLang and the packages or flags it "
+        "was given.",
+        "fix": "Check that the virtualenv holds the stack profile's versions (the ml_stack role) and that "
+        "sglang_server_extra_args holds only flags of this release; then report it to SGLang with the traceback.",
+    },
+    {
+        "component": "sgl-kernel",
+        "where": None,
+        "cause": "An sgl-kernel kernel failed: sgl-kernel not built for this GPU, torch or CUDA, or a kernel bug.",
+        "fix": "Install the sgl-kernel of the stack profile (stack_profile) built for this CUDA and GPU; report it "
+        "to SGLang (sgl-kernel) with the traceback.",
+    },
+    {
+        "component": "flashinfer",
+        "where": None,
+        "cause": "A flashinfer kernel failed (attention, sampling or MoE).",
+        "fix": "Install the flashinfer versions of the stack profile, or avoid it: another "
+        "sglang_server_attention_backend, or --sampling-backend pytorch in sglang_server_extra_args; report it to "
+        "flashinfer with the traceback.",
+    },
+    {
+        "component": "DeepGEMM",
+        "where": None,
+        "cause": "DeepGEMM, the FP8 GEMM kernels SGLang compiles at start-up, failed.",
+        "fix": "Set SGLANG_ENABLE_JIT_DEEPGEMM=0 in sglang_server_env to use other FP8 kernels, or install the "
+        "DeepGEMM this SGLang pins; its JIT needs the stack's CUDA toolkit (runtime_env_cuda_home).",
+    },
+    {
+        "component": "DeepEP",
+        "where": None,
+        "cause": "DeepEP, the expert-parallel all-to-all, failed.",
+        "fix": "Remove --moe-a2a-backend deepep from sglang_server_extra_args to confirm, and check the RDMA "
+        "network it runs on.",
+    },
+    {
+        "component": "NVSHMEM (DeepEP's transport)",
+        "where": None,
+        "cause": "NVSHMEM, DeepEP's transport, failed.",
+        "fix": "Check the RDMA network and NVSHMEM's settings in sglang_server_env, or remove --moe-a2a-backend "
+        "deepep from sglang_server_extra_args.",
+    },
+    {
+        "component": "Mooncake transfer engine",
+        "where": None,
+        "cause": "Mooncake's transfer engine failed.",
+        "fix": "Check its address and MOONCAKE_* settings in sglang_server_env, or remove the disaggregation "
+        "flags from sglang_server_extra_args.",
+    },
+    {
+        "component": "NCCL",
+        "where": None,
+        "cause": "NCCL failed.",
+        "fix": "Rerun with NCCL_DEBUG=INFO (runtime_env_nccl_overrides) to see the failing step.",
+    },
+    {
+        "component": "Triton",
+        "where": None,
+        "cause": "A Triton kernel failed to compile or run.",
+        "fix": "Use the stack profile's Triton and ptxas (runtime_env_triton_ptxas_path), clear ~/.triton/cache of "
+        "the server's user, or avoid the kernel (another sglang_server_attention_backend).",
+    },
+    {
+        "component": "PyTorch",
+        "where": None,
+        "cause": "PyTorch raised it, called by SGLang: a GPU, driver or memory problem, or a torch other than the "
+        "one this SGLang was built against.",
+        "fix": "Check that torch is the stack profile's (the ml_stack role) and the GPUs are healthy (nvidia-smi); "
+        "the SGLang frames of the traceback say which step called it.",
+    },
+    {
+        "component": None,
+        "where": None,
+        "cause": "A package SGLang depends on raised it.",
+        "fix": "Install the versions of the stack profile (the ml_stack role); report it to that package with "
+        "the traceback.",
     },
 )

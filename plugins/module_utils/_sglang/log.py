@@ -21,7 +21,12 @@ __metaclass__ = type  # pragma: no mutate
 import collections
 import re
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import (
+    COMPONENTS,
+    DIAGNOSES,
+    GENERIC_ADVICE,
+    SERVER_COMPONENT,
+)
 
 READY_LINE = "The server is fired up and ready to roll!"
 
@@ -83,12 +88,87 @@ def parse_line(raw):
     return "", line, False
 
 
-def diagnose(text, catalogue=DIAGNOSES):
+# A frame of a traceback, also as faulthandler writes it ("line 373 in f"); the module is the path from the last
+# directory named like a known package on.
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in ')
+PACKAGE_MODULE = re.compile(r"^(?:.*/)?(?P<module>(?P<package>%s)/.+)$" % "|".join(
+    re.escape(package) for package, _name, _sign in COMPONENTS if package))
+# The exception line of a traceback, after a rank prefix if any: its type is the part before the colon.
+EXCEPTION_TYPE = re.compile(r"^(?:\[[^\]]*\] )?(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit))(?::|$)")
+# A port in the wording of Python's socket errors, torch.distributed's store and SGLang's own port check.
+PORT = re.compile(r"port[:= ]+(?P<port>\d+)|port at (?P<checked>\d+)|\(\'[^']*\', (?P<address>\d+)[,)]")
+# Which of the server's ports a conflict is about, from the words around it.
+PORT_ROLES = (
+    (r"metrics", "the metrics port (SGLang's metrics_port; sglang_server_enable_metrics turns the metrics on)"),
+    (r"server socket has failed to listen|TCPStore|DistNetworkError|torch\.distributed|dist_init",
+     "the torch.distributed port (sglang_server_dist_init_port, or --nccl-port in sglang_server_extra_args)"),
+    (r"[Uu]vicorn|error while attempting to bind on address|http_server",
+     "the HTTP port (sglang_server_port)"),
+    (r"zmq|ZMQ", "one of SGLang's ZMQ ports"),
+)
+
+
+def _origin(text):
+    """(exception type, module it was raised in, component): the last exception line of the text, the innermost
+    frame under a known package, and that package's component, or the first component whose sign occurs in the
+    text; each None where the text does not tell."""
+    exception = module = component = None
+    names = dict((package, name) for package, name, _sign in COMPONENTS if package)
+    for line in text.splitlines():
+        frame = FRAME.match(line)
+        if frame:
+            found = PACKAGE_MODULE.match(frame.group("path"))
+            if found:
+                module, component = found.group("module"), names[found.group("package")]
+            continue
+        typed = EXCEPTION_TYPE.match(line.strip())
+        if typed:
+            exception = typed.group("type")
+    if component is None:
+        component = next((name for _package, name, sign in COMPONENTS if re.search(sign, text)), None)
+    return exception, module, component
+
+
+def _port_in_use(text):
+    """The port in use and which of the server's it is, as far as the text tells."""
+    found = PORT.search(text)
+    number = found and next(group for group in found.groups() if group)
+    role = next((role for words, role in PORT_ROLES if re.search(words, text)), None)
+    if number and role:
+        return "port %s, %s" % (number, role)
+    if number or role:
+        return "port %s" % number if number else role
+    return "a port of the server"
+
+
+def catalogue_entry(text, catalogue=DIAGNOSES):
     """The first catalogue entry whose pattern occurs in text, or None."""
-    for entry in catalogue:
-        if re.search(entry["pattern"], text):
-            return dict((key, entry[key]) for key in ("id", "cause", "fix"))
-    return None
+    return next((entry for entry in catalogue if re.search(entry["pattern"], text)), None)
+
+
+def diagnose(text, catalogue=DIAGNOSES, context=""):
+    """The diagnosis of a failure whose own lines are text (a traceback, a fatal line or the last log lines) and
+    the log's last lines context: the first catalogue entry whose pattern occurs in text, else in context; else the
+    generic diagnosis of the component it came from. Never None, and its component is always named."""
+    exception, module, component = _origin(text)
+    if component is None:
+        component = _origin(context)[2] or SERVER_COMPONENT
+    entry = catalogue_entry(text, catalogue) or catalogue_entry(context, catalogue)
+    if entry is not None:
+        named = entry.get("component") or component
+        if entry["id"] == "port_in_use":
+            named = _port_in_use(text + "\n" + context)
+        return {"id": entry["id"], "component": named, "cause": entry["cause"], "fix": entry["fix"],
+                "exception": exception, "raised_in": module}
+    advice = next(row for row in GENERIC_ADVICE
+                  if row["component"] in (component, None) and (row["where"] is None or re.search(row["where"], text)))
+    if module:
+        what = "%s raised in %s" % (exception or "a failure", module)
+    else:
+        what = exception or "a failure without a traceback"
+    return {"id": "not_in_catalogue", "component": component,
+            "cause": "%s (%s), which the catalogue does not know. %s" % (what, component, advice["cause"]),
+            "fix": advice["fix"], "exception": exception, "raised_in": module}
 
 
 class Failure(object):
@@ -105,7 +185,7 @@ class Failure(object):
             "cause": ("[%s] %s" % (self.ranks, self.cause)) if self.ranks else self.cause,
             "ranks": self.ranks,
             "traceback": traceback,
-            "diagnosis": diagnose(traceback, catalogue) or diagnose("\n".join(context), catalogue),
+            "diagnosis": diagnose(traceback, catalogue, "\n".join(context)),
         }
 
 

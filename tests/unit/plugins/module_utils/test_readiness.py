@@ -122,7 +122,8 @@ def test_traceback_written_before_death_is_reported():
 def test_user_diagnosis_comes_first():
     mine = {"id": "mine", "pattern": "CUDA error", "cause": "c", "fix": "f"}
     result = wait(ScriptedLog(["[2026-01-01 12:00:00] CUDA error: out of memory"]), catalogue=(mine,))
-    assert result["failure"]["diagnosis"] == {"id": "mine", "cause": "c", "fix": "f"}
+    assert result["failure"]["diagnosis"] == {"id": "mine", "cause": "c", "fix": "f", "component": "SGLang",
+                                              "exception": None, "raised_in": None}
 
 
 def test_process_is_running_for_this_process_and_not_for_a_reaped_child():

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import diagnose
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import catalogue_entry, diagnose
 
 # The causes and fixes as reviewed; a change to what the operator reads is deliberate and updates this file.
 TEXTS = json.loads((Path(__file__).resolve().parents[3] / "data" / "what_operators_read" / "sglang_diagnoses.json")
@@ -77,6 +77,28 @@ MESSAGES = [
     ("error while attempting to bind on address ('127.0.0.1', 30000): address already in use", "port_in_use"),
     ("OSError: [Errno 98]", "port_in_use"),
     ("name: EADDRINUSE", "port_in_use"),
+    ("ValueError: metrics_port at 40290 is not available in 30 seconds.", "port_in_use"),
+    ("metrics_port is used by a process already.", "port_in_use"),
+    ("/sgl-workspace/nvshmem/src/host/transport/transport.cpp:400: non-zero status: 7 connect EPS failed",
+     "nvshmem_init"),
+    ("team.cu:nvshmem_team_split_strided:63: NVSHMEM API called before NVSHMEM initialization has completed",
+     "nvshmem_init"),
+    ("nvshmem setup connections failed", "nvshmem_init"),
+    ("nvshmem initialization failed, exiting", "nvshmem_init"),
+    ("192-168-183-165:132677:132677 [3] NVSHMEM INFO nvshmemi_common_init failed, continuing", "nvshmem_init"),
+    ("[2025-06-17 14:02:14] Mooncake Transfer Engine initialization failed.", "transfer_engine"),
+    ("E0617 14:02:14.685174 355565 transfer_metadata_plugin.cpp:543] SocketHandShakePlugin: bind (port 340): "
+     "Permission denied [13]", "transfer_engine"),
+    ("SocketHandShakePlugin: failed to get IP address of peer server", "transfer_engine"),
+    ("Mooncake memory registration failed.", "transfer_engine"),
+    ("check DNS and /etc/hosts, or use IPv4 address instead", "transfer_engine"),
+    ("Assertion failed: deep_gemm/include/deep_gemm/impls/smxx_layout.cuh:131, condition: x == 0", "gpu_kernel_assert"),
+    ("RuntimeError: CUDA error: device-side assert triggered", "gpu_kernel_assert"),
+    ("cudaErrorAssert", "gpu_kernel_assert"),
+    ("CUDA_ERROR_ASSERT", "gpu_kernel_assert"),
+    ("IndexKernel.cu:92: operator(): block: [0,0,0] Assertion `index < sizes[i]' failed.", "gpu_kernel_assert"),
+    ("RuntimeError: Assertion error (/deepgemm/csrc/jit/compiler.hpp:50): not library_root_path.empty()",
+     "gpu_kernel_assert"),
     ("AssertionError: warmup error", "warmup_request"),
     ("cudaGetDeviceCount(): Error 802: system not yet initialized", "cuda_driver"),
     ("RuntimeError: system not yet initialized", "cuda_driver"),
@@ -111,7 +133,9 @@ MESSAGES = [
 
 @pytest.mark.parametrize("text,expected", MESSAGES)
 def test_each_known_message_gets_its_diagnosis_with_the_whole_cause_and_fix(text, expected):
-    assert diagnose(text) == dict(id=expected, **TEXTS[expected])
+    found = diagnose(text)
+    assert dict((key, found[key]) for key in ("id", "cause", "fix")) == dict(id=expected, **TEXTS[expected])
+    assert found["component"]
 
 
 @pytest.mark.parametrize("text", [
@@ -119,11 +143,81 @@ def test_each_known_message_gets_its_diagnosis_with_the_whole_cause_and_fix(text
     "No module named 'deep_epx'",  # another package than DeepEP's
     "CUDA arch < sm89",
     "libcudart.so.13: cannot open shared object file",
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",  # in every CUDA error torch raises
+    "I0617 14:02:14.685145 355565 transfer_engine.cpp:44] Transfer Engine starting. Server: 10.0.0.1",
+    "metrics_port=9003",
 ])
-def test_near_misses_get_no_diagnosis(text):
-    assert diagnose(text) is None
+def test_near_misses_match_no_entry(text):
+    assert catalogue_entry(text) is None and diagnose(text)["id"] == "not_in_catalogue"
+
+
+@pytest.mark.parametrize("text, component", [
+    ("ValueError: metrics_port at 40290 is not available in 30 seconds.",
+     "port 40290, the metrics port (SGLang's metrics_port; sglang_server_enable_metrics turns the metrics on)"),
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+     "port: 42173, useIpv6: false, code: -98, name: EADDRINUSE",
+     "port 42173, the torch.distributed port (sglang_server_dist_init_port, or --nccl-port in "
+     "sglang_server_extra_args)"),
+    ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use",
+     "port 30000, the HTTP port (sglang_server_port)"),
+    ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1')", "one of SGLang's ZMQ ports"),
+    ("OSError: [Errno 98] Address already in use", "a port of the server"),
+])
+def test_a_port_in_use_is_named_with_which_of_the_servers_ports_it_is(text, component):
+    assert diagnose(text)["component"] == component
+
+
+def test_an_entry_without_a_component_of_its_own_names_the_package_the_failure_came_from():
+    traceback = ('  File "/venv/lib/python3.12/site-packages/sglang/srt/layers/moe/ep_moe/layer.py", line 9, in f\n'
+                 '  File "/venv/lib/python3.12/site-packages/deep_gemm/jit/compiler.py", line 50, in build\n'
+                 "RuntimeError: Assertion error (csrc/jit/compiler.hpp:50): not library_root_path.empty()")
+    found = diagnose(traceback)
+    assert (found["id"], found["component"], found["exception"], found["raised_in"]) == (
+        "gpu_kernel_assert", "DeepGEMM", "RuntimeError", "deep_gemm/jit/compiler.py")
+    assert diagnose("RuntimeError: NCCL error: unhandled system error", context="sglang")["component"] == "NCCL"
 
 
 def test_every_entry_is_recognised_by_some_message_and_its_texts_are_the_reviewed_ones():
     assert {expected for text, expected in MESSAGES} == {entry["id"] for entry in DIAGNOSES}
     assert {entry["id"]: {"cause": entry["cause"], "fix": entry["fix"]} for entry in DIAGNOSES} == TEXTS
+
+
+CAPTURE_TYPEERROR = "\n".join([
+    "[2026-01-04 03:36:56 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 388, in capture',
+    "    self.capture_one_batch_size(bs, forward)",
+    '  File "/usr/local/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 574, in _fn',
+    "    return fn(*args, **kwargs)",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/layers/radix_attention.py", line 108, in forward',
+    "    return forward_batch.attn_backend.forward(",
+    "TypeError: forward() got an unexpected keyword argument 'save_kv_cache'",
+])
+
+
+def test_a_failure_the_catalogue_does_not_know_gets_the_generic_diagnosis_of_where_it_happened():
+    found = diagnose(CAPTURE_TYPEERROR)
+    assert found == {
+        "id": "not_in_catalogue", "component": "SGLang", "exception": "TypeError",
+        "raised_in": "sglang/srt/layers/radix_attention.py",
+        "cause": "TypeError raised in sglang/srt/layers/radix_attention.py (SGLang), which the catalogue does not "
+                 "know. SGLang failed while capturing CUDA graphs: a bug in SGLang or a mismatch between it and the "
+                 "kernels it captures (this build's platform, sgl-kernel, flashinfer).",
+        "fix": "Start without CUDA graphs to confirm: --disable-cuda-graph in sglang_server_extra_args (slower "
+               "decoding), or fewer batch sizes with sglang_server_cuda_graph_max_bs; then report it to SGLang with "
+               "the traceback and the versions of the stack profile."}
+
+
+@pytest.mark.parametrize("text, context, component", [
+    # The innermost frame under a known package decides, not a frame of the standard library below it.
+    ('  File "/opt/venv/lib/python3.12/site-packages/flashinfer/sampling.py", line 9, in top_k\n'
+     '  File "/usr/lib/python3.12/functools.py", line 1, in wrapper\nValueError: bad', "", "flashinfer"),
+    # No traceback: the first component whose sign occurs in the failure's lines, then in the last lines.
+    ("Fatal Python error: Aborted", "what():  cutlass DSL\n/sgl-workspace/nvshmem/src/init.cu:1: failed", "NVSHMEM "
+     "(DeepEP's transport)"),
+    ("Fatal Python error: Segmentation fault", "torch_npu/csrc/core/npu/NPUStream.cpp", "torch_npu (Ascend)"),
+    # A log that names nothing: the server.
+    ("Killed", "", "SGLang"),
+])
+def test_the_component_comes_from_the_innermost_known_frame_else_the_logs_signs_else_the_server(
+        text, context, component):
+    assert diagnose(text, context=context)["component"] == component

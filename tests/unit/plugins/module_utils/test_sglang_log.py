@@ -2,6 +2,7 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import (
     StartupClassifier,
+    catalogue_entry,
     diagnose,
     parse_line,
 )
@@ -237,14 +238,12 @@ def test_custom_ready_pattern():
         ("Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-chat-hf/resolve/main/"
          "config.json.", "hf_gated_model"),
         ("OSError: You are trying to access a gated repo.", "hf_gated_model"),
-        ("RuntimeError: something nobody has seen before", None),
+        ("RuntimeError: something nobody has seen before", "not_in_catalogue"),
     ],
 )
 def test_diagnosis_catalogue(text, expected):
     found = diagnose(text)
-    assert (found and found["id"]) == expected
-    if found:
-        assert found["fix"]
+    assert found["id"] == expected and found["fix"] and found["component"]
 
 
 def test_an_argparse_error_is_the_cause_and_names_the_flag():
@@ -264,8 +263,8 @@ def test_catalogue_ids_are_unique_and_every_entry_has_a_cause_and_a_fix():
 
 def test_harmless_warnings_name_no_diagnosis():
     # SGLang logs this on successful start-ups where DeepGEMM is absent: it is no missing dependency.
-    assert diagnose("[2026-01-01 12:00:00] Failed to import deep_gemm, falling back to triton kernels. "
-                    "(error: No module named 'deep_gemm')") is None
+    assert catalogue_entry("[2026-01-01 12:00:00] Failed to import deep_gemm, falling back to triton kernels. "
+                           "(error: No module named 'deep_gemm')") is None
 
 
 def test_the_failures_own_lines_outrank_a_known_cause_named_earlier_in_the_log():
@@ -302,7 +301,7 @@ def test_the_context_is_read_line_by_line_for_a_diagnosis():
     # The argparse entry matches at the start of a line only: an indented quote of such a line is no cause.
     failure = classify(["Fatal Python error: Aborted"], final=True).failure
     context = ["usage: launch_server.py [-h]", "  launch_server.py: error: unrecognized arguments: --x"]
-    assert failure.as_dict(context=context)["diagnosis"] is None
+    assert failure.as_dict(context=context)["diagnosis"]["id"] == "not_in_catalogue"
 
 
 def test_output_after_a_closed_traceback_does_not_join_it():
