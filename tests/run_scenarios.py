@@ -5,10 +5,13 @@ leaves a core idle; lanes fill it. Each lane takes the longest scenario still wa
 the lanes end together. The containers share the host's network, which is why no two scenarios bind the same port
 (tests/unit/test_run_scenarios.py holds them to it).
 
---core VERSION=VENV adds a job for an older ansible-core the collection supports, named CORE_SCENARIO@VERSION:
+--core VERSION=VENV adds a job for another ansible-core the collection supports, named CORE_SCENARIO@VERSION:
 the unit tests on that core's Python, a syntax check of every playbook and the default scenario, with the
 virtualenv's ansible-core first on PATH. It never runs beside the default scenario itself, whose container and
-ports it shares.
+ports it shares. --core VERSION=VENV@IMAGE runs each of those steps in a container of IMAGE (a core that needs a
+newer Python than this machine's, with the virtualenv made there): on the host's network, with the checkout and the
+toolchain's collections at their own paths, the host's Docker Engine and its client, and molecule from the
+virtualenv.
 
 A job's output goes to .build/molecule/NAME.log. When all are done, the logs are printed (those of failed jobs
 last), then a line per job: passed or failed, and its seconds. A job that runs past --timeout is killed with every
@@ -50,10 +53,11 @@ SECONDS = {
     "upgrade_fleet": 400,
 }
 DEFAULT_SECONDS = 300
-# What a job of an older core adds to its scenario: the unit tests and the syntax check.
+# What a job of another core adds to its scenario: the unit tests and the syntax check.
 CORE_SECONDS = 60
-# The scenario an older core converges: the whole site on one node, then idempotence.
+# The scenario another core converges: the whole site on one node, then idempotence.
 CORE_SCENARIO = "default"
+CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def scenarios(root):
@@ -62,7 +66,7 @@ def scenarios(root):
 
 
 def scenario_of(job):
-    """The molecule scenario a job runs: its name, or what precedes @ in an older core's job."""
+    """The molecule scenario a job runs: its name, or what precedes @ in another core's job."""
     return job.split("@", 1)[0]
 
 
@@ -76,28 +80,58 @@ def longest_first(names, seconds=None):
     return sorted(names, key=lambda name: (-expected(name), name))
 
 
-def core_steps(version, venv, checkout=CHECKOUT, environ=None):
-    """(title, argv, environment) of each step of an older core's job: its virtualenv's bin first on PATH, and the
-    toolchain's collections (community.docker, which molecule's docker driver uses) on its collections path."""
+def core_steps(version, venv, checkout=CHECKOUT, environ=None, image=None):
+    """(title, argv, environment) of each step of another core's job: its virtualenv's bin first on PATH, and the
+    toolchain's collections (community.docker, which molecule's docker driver uses) on its collections path. With
+    an image, each argv runs in a container of it (core_container), which gets that environment."""
     environ = os.environ if environ is None else environ
     venv = Path(venv)
-    molecule = [str(Path(sys.executable).parent / "molecule")]
-    env = dict(environ, PATH="%s:%s" % (venv / "bin", environ.get("PATH", "")), ANSIBLE_COLLECTIONS_PATH=":".join(
-        [str(checkout / ".build" / "collections"), sysconfig.get_path("purelib")]))
+    collections = [str(checkout / ".build" / "collections"), sysconfig.get_path("purelib")]
+    # A container has a PATH of its own: the host's names programs that are not there.
+    path = CONTAINER_PATH if image else environ.get("PATH", "")
+    env = dict(environ, PATH="%s:%s" % (venv / "bin", path), ANSIBLE_COLLECTIONS_PATH=":".join(collections))
+    molecule = str(venv / "bin" / "molecule") if image else str(Path(sys.executable).parent / "molecule")
     playbooks = sorted(str(path.relative_to(checkout)) for path in (checkout / "playbooks").glob("*.yml"))
-    return [
+    steps = [
         ("unit tests on ansible-core %s" % version,
-         [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"], env),
+         [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"]),
         ("syntax check of every playbook on ansible-core %s" % version,
-         [str(venv / "bin" / "ansible-playbook"), "--syntax-check", "-i", "inventory/demo"] + playbooks, env),
-        ("scenario %s on ansible-core %s" % (CORE_SCENARIO, version), molecule + ["test", "-s", CORE_SCENARIO], env),
+         [str(venv / "bin" / "ansible-playbook"), "--syntax-check", "-i", "inventory/demo"] + playbooks),
+        ("scenario %s on ansible-core %s" % (CORE_SCENARIO, version), [molecule, "test", "-s", CORE_SCENARIO]),
     ]
+    if image is None:
+        return [(title, argv, env) for title, argv in steps]
+    prefix = core_container(version, image, checkout, collections[1:], env)
+    return [(title + " in " + image, prefix + argv, None) for title, argv in steps]
+
+
+def core_container_name(version):
+    return "blackwell-core-" + version
+
+
+def core_container(version, image, checkout, mounts, env):
+    """The `docker run` that runs a command of a core's job in a container of image. Only the variables a step
+    needs go in: the core's PATH and collections path, and the images and fixtures the scenarios name
+    (BLACKWELL_*), each fixture mounted at its own path, as the playbooks read them on the controller too; the
+    container's own HOME keeps molecule's state apart from the host's."""
+    names = sorted(name for name in env if name.startswith("BLACKWELL_")
+                   or name in ("PATH", "ANSIBLE_COLLECTIONS_PATH", "PY_COLORS", "ANSIBLE_FORCE_COLOR"))
+    fixtures = [env[name] for name in names if name.startswith("BLACKWELL_") and os.path.isabs(env[name])
+                and os.path.exists(env[name])]
+    argv = ["docker", "run", "--rm", "--name", core_container_name(version), "--network", "host",
+            "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", "/usr/bin/docker:/usr/bin/docker:ro",
+            "-v", "%s:%s" % (checkout, checkout), "-w", str(checkout)]
+    for mount in list(mounts) + fixtures:
+        argv += ["-v", "%s:%s:ro" % (mount, mount)]
+    for name in names:
+        argv += ["-e", "%s=%s" % (name, env[name])]
+    return argv + [image]
 
 
 class Lanes:
     """The jobs still waiting, and what each that ran gave: (name, exit status or None on timeout, seconds).
 
-    cores: {version: virtualenv} of the older cores whose jobs are among the names."""
+    cores: {version: "virtualenv" or "virtualenv@image"} of the other cores whose jobs are among the names."""
 
     def __init__(self, names, logs, timeout, cores=None):
         self.waiting = list(names)
@@ -145,7 +179,9 @@ class Lanes:
 
     def steps(self, name):
         if "@" in name:
-            return core_steps(name.split("@", 1)[1], self.cores[name.split("@", 1)[1]])
+            version = name.split("@", 1)[1]
+            venv, _at, image = self.cores[version].partition("@")
+            return core_steps(version, venv, image=image or None)
         return [("scenario " + name, ["molecule", "test", "-s", name], None)]
 
     def job(self, name):
@@ -160,6 +196,10 @@ class Lanes:
                 if status is None:
                     log.write("\n==> killed after %d s, with every process it started\n" % self.timeout)
                     log.flush()
+                    if "@" in name:
+                        # A container outlives the docker client that started it.
+                        self.step(["docker", "rm", "-f", core_container_name(name.split("@", 1)[1])], None, log,
+                                  time.monotonic() + 60)
                     self.step(["molecule", "destroy", "-s", scenario_of(name)], env, log, time.monotonic() + 300)
                     return None
                 if status != 0:
@@ -191,17 +231,19 @@ def main(argv=None):
     parser.add_argument("--lanes", type=int, default=int(os.environ.get("MOLECULE_LANES", "2")),
                         help="scenarios run at once (MOLECULE_LANES, default 2)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds one job may take (default 3600)")
-    parser.add_argument("--core", action="append", default=[], metavar="VERSION=VENV",
-                        help="also run the older ansible-core VERSION installed in virtualenv VENV (repeatable)")
+    parser.add_argument("--core", action="append", default=[], metavar="VERSION=VENV[@IMAGE]",
+                        help="also run the ansible-core VERSION installed in virtualenv VENV, in a container of IMAGE "
+                        "where given (repeatable)")
     args = parser.parse_args(argv)
     known = scenarios(CHECKOUT)
     unknown = sorted(set(args.names) - set(known))
     if unknown:
         parser.error("no such scenario: %s (known: %s)" % (", ".join(unknown), ", ".join(known)))
     cores = dict(core.split("=", 1) for core in args.core if "=" in core)
-    missing = sorted(venv for venv in cores.values() if not (Path(venv) / "bin" / "ansible-playbook").is_file())
+    missing = sorted(venv for venv, _at, _image in (core.partition("@") for core in cores.values())
+                     if not (Path(venv) / "bin" / "ansible-playbook").exists())
     if len(cores) != len(args.core) or missing:
-        parser.error("--core takes VERSION=VENV, a virtualenv with ansible-core installed (%s)"
+        parser.error("--core takes VERSION=VENV[@IMAGE], a virtualenv with ansible-core installed (%s)"
                      % ", ".join(missing or args.core))
     logs = CHECKOUT / ".build" / "molecule"
     logs.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,49 @@ def test_an_older_core_runs_units_a_syntax_check_and_the_default_scenario_with_i
     assert Path(scenario[0]).parent == Path(sys.executable).parent and scenario[1:] == ["test", "-s", "default"]
 
 
+def test_a_core_in_a_container_runs_the_same_steps_there_with_its_own_molecule(tmp_path):
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "site.yml").write_text("---\n")
+    fixture = tmp_path / "cuda-repo"
+    fixture.mkdir()
+    environ = {"PATH": "/host/bin", "HOME": "/root", "BLACKWELL_IMAGE_DEBIAN12": "img:1", "SECRET": "x",
+               "BLACKWELL_CUDA_REPO": str(fixture)}
+    steps = core_steps("2.21", "/venvs/core-2.21", checkout=tmp_path, environ=environ, image="debian13:1")
+    on_host = core_steps("2.21", "/venvs/core-2.21", checkout=tmp_path, environ=environ)
+    assert [title for title, _argv, _env in steps] == [title + " in debian13:1" for title, _argv, _env in on_host]
+    for (_title, argv, env), (_host_title, host_argv, _host_env) in zip(steps, on_host):
+        assert env is None
+        image = argv.index("debian13:1")
+        assert argv[:2] == ["docker", "run"] and argv[image + 1:][1:] == host_argv[1:]
+        options = argv[2:image]
+        assert options[options.index("--name") + 1] == "blackwell-core-2.21"
+        assert options[options.index("--network") + 1] == "host"
+        assert "%s:%s" % (tmp_path, tmp_path) in options and options[options.index("-w") + 1] == str(tmp_path)
+        # The playbooks read the fixtures on the controller too, wherever they were built.
+        assert "%s:%s:ro" % (fixture, fixture) in options
+        variables = dict(options[i + 1].split("=", 1) for i, option in enumerate(options) if option == "-e")
+        # The container's own PATH behind the core's, never the host's; nothing it does not need.
+        assert variables["PATH"] == "/venvs/core-2.21/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        assert variables["BLACKWELL_IMAGE_DEBIAN12"] == "img:1" and "SECRET" not in variables and "HOME" not in variables
+        assert variables["ANSIBLE_COLLECTIONS_PATH"].split(":")[0] == str(tmp_path / ".build" / "collections")
+    # molecule is the core's own: the toolchain's runs on a Python the container does not have.
+    assert steps[2][1][-3:] == ["test", "-s", "default"] and steps[2][1][-4] == "/venvs/core-2.21/bin/molecule"
+
+
+def test_a_core_job_that_runs_past_its_timeout_has_its_container_removed(tmp_path, monkeypatch):
+    lanes = Lanes(["default@2.21"], tmp_path, 1, {"2.21": "/venvs/core-2.21@debian13:1"})
+    ran = []
+
+    def step(argv, env, log, deadline):
+        ran.append(argv)
+        return None if len(ran) == 1 else 0
+
+    monkeypatch.setattr(Lanes, "step", staticmethod(step))
+    assert lanes.job("default@2.21") is None
+    assert ran[0][:2] == ["docker", "run"]
+    assert ran[1:] == [["docker", "rm", "-f", "blackwell-core-2.21"], ["molecule", "destroy", "-s", "default"]]
+
+
 def test_every_scenario_directory_is_found():
     found = scenarios(CHECKOUT)
     assert "default" in found and "upgrade" in found
