@@ -62,13 +62,13 @@ options:
   kernel_log:
     description:
       - Read the kernel log for Xid errors since boot. It needs root (C(CAP_SYSLOG)); when it cannot be read,
-        RV(kernel_log.problem) says why and the verdict rests on the rest.
+        its C(problem) in RV(kernel_log) says why and the verdict rests on the rest.
     type: bool
     default: true
   dcgm_diag:
     description:
-      - Run C(dcgmi diag -r) O(dcgm_diag_level) where C(dcgmi) is installed; RV(dcgm_diag.problem) says so where
-        it is not.
+      - Run C(dcgmi diag -r) O(dcgm_diag_level) where C(dcgmi) is installed; where it is not, the C(problem) of
+        RV(dcgm_diag) says so.
     type: bool
     default: false
   dcgm_diag_level:
