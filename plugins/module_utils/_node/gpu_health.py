@@ -289,12 +289,13 @@ def _pcie(gpu):
     gpu.facts.update(pcie_gen_current=gen_current, pcie_gen_max=gen_max, pcie_width_current=width_current,
                      pcie_width_max=width_max)
     if width_current and width_max and width_current < width_max:
-        gpu.add("pcie_width_degraded", "%s; %s" % (gpu.evidence(*link + ("link width", "current")),
-                                                  gpu.evidence(*link + ("link width", "max"))))
+        widths = (gpu.evidence(*link + ("link width", "current")), gpu.evidence(*link + ("link width", "max")))
+        gpu.add("pcie_width_degraded", "%s; %s" % widths)
     idle = (gpu.value("clocks event reasons", "idle") or "").lower() == "active"
     if gen_current and gen_max and gen_current < gen_max and not idle:
-        gpu.add("pcie_gen_below_max", "%s; %s" % (gpu.evidence(*link + ("pcie generation", "current")),
-                                                 gpu.evidence(*link + ("pcie generation", "max"))))
+        generations = (gpu.evidence(*link + ("pcie generation", "current")),
+                       gpu.evidence(*link + ("pcie generation", "max")))
+        gpu.add("pcie_gen_below_max", "%s; %s" % generations)
     if gpu.number("pci", "replays since reset"):
         gpu.add("pcie_replays", gpu.evidence("pci", "replays since reset"))
 
@@ -318,8 +319,9 @@ def _thermal_and_power(gpu):
             gpu.evidence("temperature", "gpu current temp"), gpu.evidence("temperature", "gpu max operating temp")))
     limit, default = gpu.facts["power_limit_w"], gpu.number("gpu power readings", "default power limit")
     if limit is not None and default is not None and limit < default:
-        gpu.add("power_limit_below_default", "%s; %s" % (gpu.evidence("gpu power readings", "current power limit"),
-                                                        gpu.evidence("gpu power readings", "default power limit")))
+        limits = (gpu.evidence("gpu power readings", "current power limit"),
+                  gpu.evidence("gpu power readings", "default power limit"))
+        gpu.add("power_limit_below_default", "%s; %s" % limits)
 
 
 def _fabric(gpu):
@@ -377,9 +379,9 @@ def _dcgm_findings(results, severities):
         finding = {"Fail": "dcgm_diag_failed", "Warn": "dcgm_diag_warning"}.get(result["result"])
         if finding:
             evidence = "%s: %s %s" % (result["test"], result["result"], result["detail"])
-            findings.append(make_finding(finding, (evidence.strip() + ("; " + result["warning"]
-                                                                        if result.get("warning") else "")),
-                                         severities))
+            if result.get("warning"):
+                evidence = "%s; %s" % (evidence.strip(), result["warning"])
+            findings.append(make_finding(finding, evidence.strip(), severities))
     return findings
 
 
