@@ -146,10 +146,11 @@ def catalogue_entry(text, catalogue=DIAGNOSES):
     return next((entry for entry in catalogue if re.search(entry["pattern"], text)), None)
 
 
-def diagnose(text, catalogue=DIAGNOSES, context=""):
+def diagnose(text, catalogue=DIAGNOSES, context="", generic=True):
     """The diagnosis of a failure whose own lines are text (a traceback, a fatal line or the last log lines) and
-    the log's last lines context: the first catalogue entry whose pattern occurs in text, else in context; else the
-    generic diagnosis of the component it came from. Never None, and its component is always named."""
+    the log's last lines context: the first catalogue entry whose pattern occurs in text, else in context; else,
+    when generic, the generic diagnosis of the component it came from, else None. A diagnosis always names its
+    component."""
     exception, module, component = _origin(text)
     if component is None:
         component = _origin(context)[2] or SERVER_COMPONENT
@@ -160,6 +161,8 @@ def diagnose(text, catalogue=DIAGNOSES, context=""):
             named = _port_in_use(text + "\n" + context)
         return {"id": entry["id"], "component": named, "cause": entry["cause"], "fix": entry["fix"],
                 "exception": exception, "raised_in": module}
+    if not generic:
+        return None
     advice = next(row for row in GENERIC_ADVICE
                   if row["component"] in (component, None) and (row["where"] is None or re.search(row["where"], text)))
     if module:

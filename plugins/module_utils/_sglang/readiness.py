@@ -126,7 +126,7 @@ class Waiter(object):
                 if self.classifier.failure is not None:
                     return self._failed(elapsed, failure=self.classifier.failure.as_dict(self.catalogue, self.tail))
                 if gone and not self.follower.behind:
-                    return self._failed(elapsed, cause=DEATH_WITHOUT_TRACEBACK.format(pid=self.pid))
+                    return self._failed(elapsed, cause=DEATH_WITHOUT_TRACEBACK.format(pid=self.pid), died=True)
                 if self.classifier.ready_line is not None or not self.require_ready_line:
                     if self.health_probe is None:
                         return self._ready(elapsed)
@@ -165,13 +165,16 @@ class Waiter(object):
         result.update(ready=True, failure=None, msg="SGLang server ready after %.1f s" % elapsed)
         return result
 
-    def _failed(self, elapsed, failure=None, cause=None):
+    def _failed(self, elapsed, failure=None, cause=None, died=False):
         if failure is None:
+            # The last lines of a server that died are where it failed, so they get a diagnosis even where the
+            # catalogue knows none. Those of one still starting at the timeout, or of a log that cannot be read,
+            # are not a failure's: only a catalogue entry that matches them is a diagnosis.
             failure = {
                 "cause": cause,
                 "ranks": "",
                 "traceback": "",
-                "diagnosis": diagnose("\n".join(self.tail), self.catalogue),
+                "diagnosis": diagnose("\n".join(self.tail), self.catalogue, generic=died),
             }
         failure.update(cause=masked_result_text(failure["cause"], self.mask),
                        traceback=masked_result_text(failure["traceback"], self.mask))

@@ -96,6 +96,26 @@ def test_timeout_says_what_was_missing_and_shows_the_last_lines():
     assert "Last log lines:\nline 97\nline 98\nline 99" in result["msg"]
 
 
+def test_a_timeout_gets_no_generic_diagnosis_from_lines_that_merely_name_a_component():
+    # A server that hangs while loading is no failure of what its last lines mention.
+    lines = ["[2026-01-01 12:00:00 TP0] Warning: DeepGEMM JIT is enabled", "[2026-01-01 12:00:01 TP0] Capturing batches"]
+    result = wait(ScriptedLog(lines), timeout=1, pid=4242)
+    assert result["failure"]["cause"].startswith("no ready line within the timeout of 1s")
+    assert result["failure"]["diagnosis"] is None
+    assert "Diagnosis" not in result["msg"]
+    # The same lines of a server that died are where it failed: they name the component.
+    died = wait(ScriptedLog(lines), pid=4242, alive=lambda pid: False)
+    assert died["failure"]["diagnosis"]["id"] == "not_in_catalogue"
+    assert died["failure"]["diagnosis"]["component"] == "DeepGEMM"
+
+
+def test_a_timeout_whose_last_lines_a_catalogue_entry_knows_is_diagnosed():
+    result = wait(ScriptedLog(["[2026-01-01 12:00:00 TP0] NCCL WARN Call to connect returned Connection refused"]),
+                  timeout=1)
+    expected = diagnose("NCCL WARN Call to connect returned Connection refused")["id"]
+    assert result["failure"]["diagnosis"]["id"] == expected != "not_in_catalogue"
+
+
 def test_timeout_with_ready_line_but_unhealthy():
     result = wait(ScriptedLog([READY]), timeout=1, health_probe=lambda: (503, None))
     assert result["failure"]["cause"] == "the health URL answered 503, not 200, within the timeout of 1s"
