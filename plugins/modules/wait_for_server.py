@@ -118,6 +118,11 @@ options:
         description: What to do about it.
         type: str
         required: true
+      component:
+        description:
+          - What fails when this cause occurs (C(NVIDIA driver), C(NCCL)), reported as the diagnosis' C(component).
+          - Without it, the component is the one the failure's traceback or lines point to, else C(SGLang).
+        type: str
   require_ready_line:
     description:
       - Wait for the ready line. Set to V(false) on nodes of rank 1 and above of a multi-node server, which
@@ -191,6 +196,7 @@ EXAMPLES = r"""
         pattern: "Xid \\d+"
         cause: The GPU reported an Xid error.
         fix: Check `dmesg` for the Xid code and drain the node.
+        component: NVIDIA driver
 """
 
 RETURN = r"""
@@ -370,6 +376,7 @@ def main():
                     pattern=dict(type="str", required=True),
                     cause=dict(type="str", required=True),
                     fix=dict(type="str", required=True),
+                    component=dict(type="str"),
                 ),
             ),
             require_ready_line=dict(type="bool", default=True),

@@ -168,11 +168,13 @@ def test_user_fatal_pattern_and_diagnosis(tmp_path):
     result = run_module(
         "wait_for_server", log_path=str(log), timeout=600,
         fatal_patterns=[r"Xid \(PCI"],
-        diagnoses=[{"id": "xid", "pattern": r"Xid", "cause": "The GPU reported an Xid error.", "fix": "Drain the node."}],
+        diagnoses=[{"id": "xid", "pattern": r"Xid", "cause": "The GPU reported an Xid error.", "fix": "Drain the node.",
+                    "component": "NVIDIA driver"}],
     )
     assert result["failure"]["cause"] == "NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus."
     assert result["failure"]["diagnosis"] == {"id": "xid", "cause": "The GPU reported an Xid error.",
-                                              "fix": "Drain the node."}
+                                              "fix": "Drain the node.", "component": "NVIDIA driver",
+                                              "exception": None, "raised_in": None}
 
 
 def test_dev_zero_fails_at_once_naming_log_path():
