@@ -121,8 +121,16 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
     for name in ("site.yml", "serve.yml"):
         assert plays(name)[-1]["ansible.builtin.import_playbook"] == "prometheus_sd.yml", name
     (play,) = plays("prometheus_sd.yml")
-    (_core_check, write) = play["tasks"]
+    (_core_check, write, alert_rules) = play["tasks"]
     assert write["delegate_to"] == "localhost" and write["run_once"] is True and write["become"] is False
     # The whole fleet from the inventory, not the hosts of a --limit run: they would drop the others' targets.
     assert "query('ansible.builtin.inventory_hostnames'" in write["ansible.builtin.copy"]["content"]
     assert write["when"] == "gpu_node_prometheus_sd_file | default('', true) | length > 0"
+    # The alert rules are opt-in too, and the role's entry point writes them once on the controller.
+    assert alert_rules["ansible.builtin.include_role"] == {"name": "blackwell.gpu_node.monitoring",
+                                                          "tasks_from": "alert_rules"}
+    assert alert_rules["when"] == "monitoring_alert_rules_file | default('', true) | length > 0"
+    (check, template) = yaml.safe_load(
+        (PLAYBOOKS.parent / "roles" / "monitoring" / "tasks" / "alert_rules.yml").read_text())
+    assert check["run_once"] is True
+    assert template["delegate_to"] == "localhost" and template["run_once"] is True and template["become"] is False

@@ -1,7 +1,9 @@
 """DCGM's host engine and the exporter run under systemd, the exporter as its own user; both metrics endpoints
-answer; the controller's service-discovery file lists them."""
+answer; the controller's service-discovery file lists them, and its alert rules file has the role's groups."""
 import json
 import os
+
+import yaml
 
 testinfra_hosts = ["docker://monitoring"]
 EXPORTER = "http://127.0.0.1:38240/metrics"
@@ -48,3 +50,14 @@ def test_the_service_discovery_file_lists_both_endpoints():
         {"targets": ["127.0.0.1:38245"], "labels": {"job": "sglang", "node": "monitoring"}},
         {"targets": ["127.0.0.1:38240"], "labels": {"job": "dcgm", "node": "monitoring"}},
     ]
+
+
+def test_the_alert_rules_are_written_beside_it_for_the_exported_metrics(host):
+    with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "prometheus", "gpu_nodes.rules.yml")) as handle:
+        groups = yaml.safe_load(handle)["groups"]
+    assert [group["name"] for group in groups] == ["gpu_node_gpu_health", "gpu_node_gpu_throttling", "gpu_node_sglang"]
+    metrics = fetch(host, EXPORTER)
+    for field in ("DCGM_FI_DEV_ROW_REMAP_PENDING", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                  "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"):
+        assert field + "{gpu=\"0\"" in metrics
+    assert 'err_code="0",err_msg="No Error"} 0' in metrics
