@@ -101,8 +101,7 @@ EXAMPLES = r"""
 - name: Refuse a sick node
   ansible.builtin.assert:
     that: health.verdict in ['healthy', 'degraded']
-    fail_msg: "{{ health.reason }}: {{ health.gpus | map(attribute='findings') | flatten
-      | map(attribute='evidence') }}"
+    fail_msg: "{{ health.summary }}"
 
 - name: A quick DCGM check too, and x8 slots accepted by design
   blackwell.gpu_node.gpu_health_info:
@@ -125,6 +124,14 @@ reason:
   returned: always
   type: str
   sample: 8 GPU(s), no unhealthy or degraded finding
+summary:
+  description:
+    - The verdict and its reason in one line, then each unhealthy and each degraded finding in brief - whose (the
+      GPU's index and PCI address), its id, its evidence, and its action's token.
+  returned: always
+  type: str
+  sample: "unhealthy: 1 unhealthy and 0 degraded finding(s): GPU 1 (00000000:00:07.0) row_remap_failure (Remapped
+    Rows > Remapping Failure Occurred: Yes) -> drain_and_open_case"
 state:
   description: What C(nvidia-smi -q) said of the driver, as in M(blackwell.gpu_node.gpu_facts) (V(ok), V(no_nvidia_smi), V(no_driver), ...).
   returned: always

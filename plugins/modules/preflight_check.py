@@ -17,13 +17,16 @@ author:
 description:
   - The observation and the decision of the C(blackwell.gpu_node.preflight) role, in one call.
   - Observes the host as Ansible's C(min) fact subset and M(blackwell.gpu_node.gpu_facts) do (and returns both as
-    facts), a pending reboot (C(/var/run/reboot-required) and its C(.pkgs)), the Fabric Manager, NVSwitch and NVLink
+    facts), the GPUs' health as M(blackwell.gpu_node.gpu_health_info) reads it (where GPUs are seen), a pending
+    reboot (C(/var/run/reboot-required) and its C(.pkgs)), the Fabric Manager, NVSwitch and NVLink
     subnet manager packages C(dpkg-query) knows, the model directory and its C(config.json), the free space where
     the virtualenv is or will be, the interpreter the virtualenv is made with (running O(venv_probe) with it), the
     service user and who holds the server's port (as M(blackwell.gpu_node.sglang_server) with C(state=status) says).
   - Weighs that against O(settings), the stack profile O(profile) and the places of the other hosts of the play
     (O(peers)). Fails, naming every problem with the variable and the fix, when the host is not fit; otherwise
     returns what was checked.
+  - Each GPU health finding of severity V(unhealthy) is a problem that names the GPU, the finding, its evidence and
+    NVIDIA's action; each V(degraded) one is a warning and a note.
   - Changes nothing.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -120,6 +123,13 @@ options:
       port:
         description: The port the server listens on, which must be free or held by our server; null skips the check.
         type: int
+      gpu_health_severity_overrides:
+        description:
+          - Severities to use instead of the built-in ones for the GPUs' health findings, by finding id
+            (M(blackwell.gpu_node.gpu_health_info)'s O(blackwell.gpu_node.gpu_health_info#module:severity_overrides)).
+          - A finding of severity V(unhealthy) refuses the host; one of severity V(degraded) is a warning.
+        type: dict
+        default: {}
   profile:
     description: The resolved stack profile (the C(stack_selected) of role C(blackwell.gpu_node.stack)).
     type: dict
@@ -197,6 +207,9 @@ EXAMPLES = r"""
       fabric_manager: auto
       host: 127.0.0.1
       port: 30000
+      # The slots of this box are x8 by design.
+      gpu_health_severity_overrides:
+        pcie_width_degraded: info
     profile: "{{ stack_selected }}"
     host: "{{ inventory_hostname }}"
     venv_probe: "{{ lookup('ansible.builtin.file', 'inspect_python.py') }}"
@@ -229,6 +242,15 @@ checked:
   type: list
   elements: str
   sample: ["GPUs required (preflight_gpus_required: true)", "debian12 on x86_64 is supported by stack profile cu130"]
+gpu_health:
+  description:
+    - The GPUs' health as M(blackwell.gpu_node.gpu_health_info) returns it (C(verdict), C(reason), C(summary),
+      C(counts), C(gpus) with their C(findings), C(findings), C(kernel_log)), weighed with
+      O(settings.gpu_health_severity_overrides); null where no GPU was seen, C(problem) alone where those overrides
+      are not valid.
+  returned: always
+  type: dict
+  sample: {verdict: healthy, reason: "2 GPU(s), no unhealthy or degraded finding"}
 ansible_facts:
   description:
     - Ansible's C(min) fact subset, as C(ansible.builtin.setup) with C(gather_subset=[!all, min]) returns it, and
@@ -247,14 +269,22 @@ from ansible.module_utils.facts import ansible_collector, default_collectors
 from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric import INSTALLED_PATTERNS
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import (
+    QUICK_DCGM_LEVEL,
+    gather as gather_gpu_health,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import read_kernel_log
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gather_host
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     evaluate,
+    gpu_health_lines,
+    gpu_health_state,
     observe,
     refusal,
     venv_python_state,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     BadState,
     Instance,
@@ -294,9 +324,39 @@ SETTINGS = dict(
     fabric_manager=dict(type="raw", default=False),
     host=dict(type="str", default="127.0.0.1"),
     port=dict(type="int"),
+    gpu_health_severity_overrides=dict(type="dict", default={}),
 )
 PEER = dict(host=dict(type="str", required=True), nnodes=dict(type="int", required=True),
             node_rank=dict(type="int", required=True), dist_init_addr=dict(type="str"))
+
+
+# Seconds each command that reads the GPUs may run: a GPU that hangs the driver must not hang preflight.
+GPU_COMMAND_TIMEOUT = 120
+
+
+def gpu_command_runner():
+    """run(argv) -> (rc, stdout, stderr), bounded, each argv run once: gpu_facts and the GPUs' health share what
+    nvidia-smi -q printed."""
+    outputs = {}
+
+    def run(argv):
+        key = tuple(argv)
+        if key not in outputs:
+            try:
+                outputs[key] = run_bounded(list(argv), GPU_COMMAND_TIMEOUT)
+            except OSError as exc:
+                # A command that cannot start is an answer like any other: gpu_facts' state says what it means.
+                outputs[key] = (127, "", "%s: %s" % (argv[0], exc.strerror))
+        return outputs[key]
+    return run
+
+
+def gpu_health(module, settings, gpu, run):
+    """The GPUs' health with the inventory's severities, or None where gpu_facts saw no GPU."""
+    def assess(overrides):
+        return gather_gpu_health(module.get_bin_path("nvidia-smi"), None, run, read_kernel_log, dict(
+            severity_overrides=overrides, kernel_log=True, dcgm_diag=False, dcgm_diag_level=QUICK_DCGM_LEVEL))
+    return gpu_health_state(settings, gpu, assess)
 
 
 def minimal_facts(module):
@@ -362,7 +422,11 @@ def main():
     params = module.params
     settings = params["settings"]
     facts = minimal_facts(module)
-    facts["ansible_gpu"] = gather_host(module)
+    run = gpu_command_runner()
+    facts["ansible_gpu"] = gather_host(module, run)
+    health = gpu_health(module, settings, facts["ansible_gpu"], run)
+    for warning in gpu_health_lines(health)["warnings"]:
+        module.warn(warning)
     observed = observe(
         settings,
         dict((name[len("ansible_"):], value) for name, value in facts.items()),
@@ -372,11 +436,13 @@ def main():
         server_port_state(module, params),
         params["host"],
         params["peers"],
+        gpu_health=health,
     )
     report = evaluate(settings, params["profile"], observed)
     if not report["ok"]:
-        module.fail_json(msg=refusal(params["host"], report), changed=False, ansible_facts=facts, **report)
-    module.exit_json(changed=False, ansible_facts=facts, **report)
+        module.fail_json(msg=refusal(params["host"], report), changed=False, ansible_facts=facts, gpu_health=health,
+                         **report)
+    module.exit_json(changed=False, ansible_facts=facts, gpu_health=health, **report)
 
 
 if __name__ == "__main__":

@@ -31,11 +31,12 @@ def fixture_run_role(tmp_path):
                     "ansible.builtin.debug": {"msg": {"distribution": "{{ ansible_facts.distribution }}",
                                                       "python": "{{ ansible_facts.python.executable }}",
                                                       "gpu": "{{ ansible_facts.gpu.state }}"}}}]}]))
-    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_STDOUT_CALLBACK="json",
-                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
 
     def run_role(check_mode=False, **changes):
         """(tasks that ran, name -> result; whether the play failed), with these extra vars."""
+        # Read at each run: a test may put a stand-in on PATH first.
+        environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_STDOUT_CALLBACK="json",
+                       ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
         extra = dict(SETTINGS, preflight_model_path=str(tmp_path / "model"), preflight_venv_path=str(tmp_path / "env"),
                      preflight_port=free_port())
         extra.update(changes)
@@ -120,3 +121,58 @@ def test_a_server_name_that_would_name_files_elsewhere_is_refused_before_anythin
     tasks, failed = run_role(preflight_server_name="../elsewhere")
     assert failed
     assert tasks[CHECK]["msg"].startswith("Nothing was changed: name='../elsewhere' must be 1 to 64 letters"), tasks[CHECK]
+
+
+FAKE_NVIDIA_SMI = Path(__file__).resolve().parents[1] / "fixtures" / "fake_nvidia_smi"
+
+
+@pytest.fixture(name="replayed")
+def fixture_replayed(monkeypatch):
+    """nvidia-smi on PATH replays the recorded 2x H200 host, FAKE_NVIDIA_SMI picking how its nvidia-smi -q reads."""
+    monkeypatch.setenv("PATH", "%s:%s" % (FAKE_NVIDIA_SMI, os.environ["PATH"]))
+
+    def replayed(mode):
+        monkeypatch.setenv("FAKE_NVIDIA_SMI", mode)
+    return replayed
+
+
+def test_an_unhealthy_gpu_refuses_the_host_naming_the_gpu_the_finding_its_evidence_and_the_action(run_role, replayed):
+    replayed("h200_row_remap_failure")
+    tasks, failed = run_role(preflight_gpus_required=True)
+    assert failed and REPORT not in tasks
+    assert tasks[CHECK]["msg"] == (
+        "Preflight refused localhost; nothing was changed on it. 1 problem(s): (1) GPU 1 (00000000:00:07.0) is "
+        "unhealthy: row_remap_failure, Row remapping failed: a bank has no spare row left (NVIDIA's RMA criterion). "
+        "Evidence: Remapped Rows > Remapping Failure Occurred: Yes. Action drain_and_open_case: Drain the node and "
+        "open a case with NVIDIA or the system's vendor (RMA). Run again once it is done; to let the node serve with "
+        "it anyway, set preflight_gpu_health_severity_overrides: {row_remap_failure: degraded}. ")
+    assert tasks[CHECK]["gpu_health"]["verdict"] == "unhealthy"
+
+
+def test_a_finding_the_inventory_counts_as_degraded_is_a_warning(run_role, replayed):
+    replayed("h200_row_remap_failure")
+    tasks, failed = run_role(preflight_gpus_required=True,
+                             preflight_gpu_health_severity_overrides={"row_remap_failure": "degraded"})
+    assert not failed, tasks[CHECK].get("msg")
+    warning = ("GPU 1 (00000000:00:07.0) is degraded: row_remap_failure, Row remapping failed: a bank has no spare row "
+               "left (NVIDIA's RMA criterion). Evidence: Remapped Rows > Remapping Failure Occurred: Yes. Action "
+               "drain_and_open_case: Drain the node and open a case with NVIDIA or the system's vendor (RMA).")
+    assert tasks[CHECK]["warnings"] == [warning]
+    assert warning in tasks[REPORT]["msg"]
+
+
+def test_healthy_gpus_are_said_to_be_checked_and_cost_no_further_task(run_role, replayed):
+    replayed("h200_health")
+    tasks, failed = run_role(preflight_gpus_required=True)
+    assert not failed, tasks[CHECK].get("msg")
+    assert "GPU health: 2 GPU(s), no unhealthy or degraded finding" in tasks[REPORT]["msg"]
+    assert not tasks[CHECK].get("warnings")
+    assert [name for name in tasks if not name.startswith("Validating arguments")][-3:] == [
+        CHECK, REPORT, "Show the facts the later roles read"]
+
+
+def test_an_override_of_no_known_finding_refuses_the_host_naming_the_setting(run_role, replayed):
+    replayed("h200_health")
+    tasks, failed = run_role(preflight_gpus_required=True, preflight_gpu_health_severity_overrides={"pcie": "info"})
+    assert failed
+    assert "(1) preflight_gpu_health_severity_overrides: 'pcie' is no finding id; known ids: " in tasks[CHECK]["msg"]

@@ -143,15 +143,16 @@ QUICK_DCGM_LEVEL = 1
 DCGM_LEVELS = (1, 2, 3, 4)
 
 
-def check_options(severity_overrides, dcgm_diag_level, dcgm_diag_allow_long):
-    """InvalidOption naming the option for an unknown finding id or severity, or a long DCGM level not allowed."""
+def check_options(severity_overrides, dcgm_diag_level, dcgm_diag_allow_long, option="severity_overrides"):
+    """InvalidOption naming the option (the overrides' name as the caller's user knows it) for an unknown finding id
+    or severity, or a long DCGM level not allowed."""
     for finding, severity in (severity_overrides or {}).items():
         if finding not in FINDINGS and not XID_ID.match(finding):
-            raise InvalidOption("severity_overrides: %r is no finding id; known ids: %s, and xid_<number> for any "
-                                "Xid" % (finding, ", ".join(sorted(FINDINGS))))
+            raise InvalidOption("%s: %r is no finding id; known ids: %s, and xid_<number> for any Xid"
+                                % (option, finding, ", ".join(sorted(FINDINGS))))
         if severity not in SEVERITIES:
-            raise InvalidOption("severity_overrides: %s: %r is no severity; use one of %s"
-                                % (finding, severity, ", ".join(SEVERITIES)))
+            raise InvalidOption("%s: %s: %r is no severity; use one of %s"
+                                % (option, finding, severity, ", ".join(SEVERITIES)))
     if dcgm_diag_level not in DCGM_LEVELS:
         raise InvalidOption("dcgm_diag_level=%r: dcgmi knows levels %s" % (dcgm_diag_level, DCGM_LEVELS))
     if dcgm_diag_level > QUICK_DCGM_LEVEL and not dcgm_diag_allow_long:
@@ -449,9 +450,49 @@ def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=N
         reason = "%d GPU(s), no unhealthy or degraded finding" % len(gpus)
     else:
         reason = "%d unhealthy and %d degraded finding(s)" % (counts["unhealthy"], counts["degraded"])
-    return dict(verdict=verdict, reason=result_line(reason), state=state, counts=counts,
-                gpus=[dict(gpu.facts, findings=gpu.findings) for gpu in gpus], findings=node_findings,
-                xid_count=events["xid_count"])
+    health = dict(verdict=verdict, reason=result_line(reason), state=state, counts=counts,
+                  gpus=[dict(gpu.facts, findings=gpu.findings) for gpu in gpus], findings=node_findings,
+                  xid_count=events["xid_count"])
+    health["summary"] = summary(health)
+    return health
+
+
+def findings_of(health, severity):
+    """The node's findings of that severity: those of no GPU of the list first, then each GPU's in its order."""
+    every = list(health["findings"]) + [finding for gpu in health["gpus"] for finding in gpu["findings"]]
+    return [finding for finding in every if finding["severity"] == severity]
+
+
+def where(finding, gpus):
+    """Whose finding it is, as an operator finds it: "GPU 1 (00000000:00:07.0)" for a GPU nvidia-smi lists, the PCI
+    address of one it no longer lists (an Xid of a GPU fallen off the bus), "the node" for a DCGM result."""
+    for gpu in gpus:
+        if finding.get("gpu") and finding["gpu"] == gpu["bus_id"]:
+            return "GPU %d (%s)" % (gpu["index"], gpu["bus_id"])
+    if finding.get("gpu"):
+        return "the GPU at %s, which nvidia-smi does not list" % finding["gpu"]
+    return "the node"
+
+
+def describe(finding, gpus):
+    """One finding in full: whose, its id and severity, what it means, its evidence and NVIDIA's action."""
+    return result_line("%s is %s: %s, %s. Evidence: %s. Action %s: %s" % (
+        where(finding, gpus), finding["severity"], finding["id"], finding["summary"], finding["evidence"],
+        finding["action"], finding["advice"]))
+
+
+def brief(finding, gpus):
+    """One finding in a few words: whose, its id, its evidence and the action's token."""
+    return "%s %s (%s) -> %s" % (where(finding, gpus), finding["id"], finding["evidence"], finding["action"])
+
+
+def summary(health):
+    """The node's verdict in one line, with each unhealthy, then each degraded finding in brief."""
+    worst = findings_of(health, "unhealthy") + findings_of(health, "degraded")
+    said = "%s: %s" % (health["verdict"], health["reason"])
+    if worst:
+        said += ": " + "; ".join(brief(finding, health["gpus"]) for finding in worst)
+    return result_line(said)
 
 
 def gather(nvidia_smi, dcgmi, run, read_kernel_log, options):

@@ -277,7 +277,7 @@ def list_nvswitch_driver(path=NVSWITCH_DRIVER):
         return None
 
 
-def gather_host(module):
-    """gather() on this host, with the module's commands."""
+def gather_host(module, run=None):
+    """gather() on this host, with the module's commands, run by run(argv) -> (rc, stdout, stderr) when given."""
     return gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"]),
-                  module.run_command, read_proc_version(), list_nvswitch_driver())
+                  run or module.run_command, read_proc_version(), list_nvswitch_driver())

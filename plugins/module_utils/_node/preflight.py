@@ -25,7 +25,14 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric im
     version_problems,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import FAMILY_NAMES, family_of, os_id
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import (
+    QUICK_DCGM_LEVEL,
+    check_options,
+    describe,
+    findings_of,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import profile_virtualenv
 
 
@@ -42,6 +49,10 @@ GIB = 1024 ** 3
 
 # Where Debian and Ubuntu announce a pending reboot, and the packages that asked for it.
 REBOOT_REQUIRED = "/var/run/reboot-required"
+
+# The one inventory setting that decides which GPU health findings refuse a node, here, in the upgrade and in the
+# health playbook.
+GPU_HEALTH_SETTING = "preflight_gpu_health_severity_overrides"
 
 
 def driver_branch(driver_version):
@@ -331,6 +342,50 @@ def check_fabric(report, settings, gpu, dpkg_query_output):
             gpu.get("kernel_module_version") or gpu.get("driver_version")))
 
 
+def gpu_health_lines(health):
+    """What the GPUs' health (gpu_health's assessment, None when no GPU was looked at) says for preflight:
+    {problems: an unhealthy finding each, warnings: a degraded finding each, notes, checked}."""
+    lines = dict(problems=[], warnings=[], notes=[], checked=[])
+    if health is None:
+        return lines
+    if health.get("problem"):
+        lines["problems"].append(health["problem"])
+        return lines
+    for finding in findings_of(health, "unhealthy"):
+        lines["problems"].append("%s. Run again once it is done; to let the node serve with it anyway, set %s: "
+                                 "{%s: degraded}." % (describe(finding, health["gpus"]).rstrip("."),
+                                                      GPU_HEALTH_SETTING, finding["id"]))
+    lines["warnings"].extend(describe(finding, health["gpus"]) for finding in findings_of(health, "degraded"))
+    if health["verdict"] == "unknown":
+        lines["notes"].append("The GPUs' health is not known: %s." % health["reason"].rstrip("."))
+    elif health["verdict"] == "healthy":
+        lines["checked"].append("GPU health: %s" % health["reason"])
+    if (health.get("kernel_log") or {}).get("problem"):
+        lines["notes"].append("Xid errors since boot were not looked for: %s." % health["kernel_log"]["problem"])
+    return lines
+
+
+def check_gpu_health(report, health):
+    """An unhealthy GPU finding refuses the node, a degraded one is worth a warning."""
+    lines = gpu_health_lines(health)
+    report.problems.extend(lines["problems"])
+    report.notes.extend(lines["warnings"] + lines["notes"])
+    report.checked.extend(lines["checked"])
+
+
+def gpu_health_state(settings, gpu, assess_health):
+    """gpu_health's assessment of the GPUs gpu_facts saw, with the inventory's severities: assess_health(overrides)
+    gathers it. None when no GPU is seen; {problem} naming the setting when its overrides are not valid."""
+    if gpu.get("state") != "ok" or not gpu.get("gpus"):
+        return None
+    overrides = settings.get("gpu_health_severity_overrides") or {}
+    try:
+        check_options(overrides, QUICK_DCGM_LEVEL, False, option=GPU_HEALTH_SETTING)
+    except InvalidOption as exc:
+        return dict(problem="%s. Nothing was read of the GPUs' health." % exc)
+    return assess_health(overrides)
+
+
 def evaluate(settings, profile, observed):
     """Problems, notes and what was checked.
 
@@ -338,7 +393,8 @@ def evaluate(settings, profile, observed):
     observed: distribution, distribution_version, architecture (Ansible's facts), gpu (gpu_facts), reboot_required (bool), reboot_required_packages,
     model (exists, is_dir, config_json), disk (siblings: the names beside venv_path, mount, free_bytes), port_state,
     host, peers, venv_python (what ml_stack's inspect_python.py printed, or {error}), service_user_exists (bool),
-    fabric_packages (dpkg-query's Package, Version and db:Status-Abbrev of the fabric packages, tab-separated).
+    fabric_packages (dpkg-query's Package, Version and db:Status-Abbrev of the fabric packages, tab-separated),
+    gpu_health (gpu_health_state()).
     """
     report = Report()
     check_platform(report, profile, observed)
@@ -363,12 +419,14 @@ def evaluate(settings, profile, observed):
         else:
             check_gpus(report, settings, profile, gpu)
             check_fabric(report, settings, gpu, observed.get("fabric_packages"))
+            check_gpu_health(report, observed.get("gpu_health"))
     else:
         for reason in pending:
             report.notes.append("A reboot is pending: %s." % reason)
         if gpu["state"] == "ok" and gpu["gpus"]:
             check_gpus(report, settings, profile, gpu)
             check_fabric(report, settings, gpu, observed.get("fabric_packages"))
+            check_gpu_health(report, observed.get("gpu_health"))
         else:
             report.notes.append("GPUs are not required (preflight_gpus_required: false): no GPU was checked "
                                 "(gpu_facts state %s)." % gpu["state"])
@@ -439,10 +497,11 @@ def venv_python_state(returncode, stdout, stderr):
 
 
 def observe(settings, facts, gpu, venv_python, fabric_packages, port_state, host, peers,
-            reboot_required_path=REBOOT_REQUIRED):
+            reboot_required_path=REBOOT_REQUIRED, gpu_health=None):
     """What evaluate() weighs, from the host's facts (Ansible's min subset, without the ansible_ prefix), gpu_facts'
     gpu, the venv interpreter's report (venv_python_state, {} when not asked), dpkg-query's output, the port's
-    state, this host's name and the places every host of the play published; the rest is read here."""
+    state, this host's name, the places every host of the play published and the GPUs' health (gpu_health_state());
+    the rest is read here."""
     reboot_required, packages = reboot_required_state(reboot_required_path)
     venv_path = settings.get("venv_path")
     return dict(
@@ -452,7 +511,7 @@ def observe(settings, facts, gpu, venv_python, fabric_packages, port_state, host
         disk=free_space(venv_path) if venv_path is not None else {}, port_state=port_state,
         venv_python=venv_python,
         service_user_exists=not settings.get("service_user_create") and account(settings["service_user_name"]) is not None,
-        fabric_packages=fabric_packages, peers=peers)
+        fabric_packages=fabric_packages, peers=peers, gpu_health=gpu_health)
 
 
 def refusal(host, report):

@@ -305,3 +305,62 @@ def test_an_older_gpus_volatile_double_bit_total_is_an_uncorrectable_error():
     health = assess(broken)
     assert findings(health) == [("ecc_uncorrectable", "unhealthy")]
     assert health["gpus"][0]["findings"][0]["evidence"] == "ECC Errors > Volatile > Double Bit > Total: 1"
+
+
+def two_h200s_with_the_second_ones(old, new):
+    """The 2-GPU H200 host's nvidia-smi -q with one field of its second GPU as old's fault shows it."""
+    first, second = text("h200/nvidia-smi-q.txt").split("GPU 00000000:00:07.0", 1)
+    assert old in second
+    return first + "GPU 00000000:00:07.0" + second.replace(old, new, 1)
+
+
+REMAP_FAILED = ("Remapping Failure Occurred                     : No",
+                "Remapping Failure Occurred                     : Yes")
+
+
+def test_a_healthy_nodes_summary_is_its_verdict_and_reason():
+    assert assess(text("h200/nvidia-smi-q.txt"))["summary"] == "healthy: 2 GPU(s), no unhealthy or degraded finding"
+
+
+def test_the_summary_names_each_unhealthy_then_each_degraded_finding_with_its_gpu_evidence_and_action():
+    details = two_h200s_with_the_second_ones(*REMAP_FAILED).replace(
+        "Current                                : 16x", "Current                                : 8x", 1)
+    health = assess(details)
+    assert health["summary"] == (
+        "unhealthy: 1 unhealthy and 1 degraded finding(s): "
+        "GPU 1 (00000000:00:07.0) row_remap_failure (Remapped Rows > Remapping Failure Occurred: Yes) "
+        "-> drain_and_open_case; "
+        "GPU 0 (00000000:00:06.0) pcie_width_degraded (PCI > GPU Link Info > Link Width > Current: 8x; "
+        "PCI > GPU Link Info > Link Width > Max: 16x) -> check_pcie_link")
+
+
+def test_a_finding_is_described_whole_for_a_refusal():
+    health = assess(two_h200s_with_the_second_ones(*REMAP_FAILED))
+    (finding,) = core.findings_of(health, "unhealthy")
+    assert core.describe(finding, health["gpus"]) == (
+        "GPU 1 (00000000:00:07.0) is unhealthy: row_remap_failure, Row remapping failed: a bank has no spare row left "
+        "(NVIDIA's RMA criterion). Evidence: Remapped Rows > Remapping Failure Occurred: Yes. Action "
+        "drain_and_open_case: Drain the node and open a case with NVIDIA or the system's vendor (RMA).")
+    assert core.findings_of(health, "degraded") == []
+
+
+def test_an_xid_of_a_gpu_nvidia_smi_no_longer_lists_and_a_dcgm_result_are_said_to_be_whose_they_are():
+    results = core.parse_dcgm_diag(text("gpu_health/dcgmi-diag-r2-pcie-fail.txt"))
+    health = assess(text("h200/gpu_health_q.txt"), kernel_lines=kernel("xid-79-fallen-off-the-bus-journal.txt"),
+                    dcgm_results=results)
+    said = [core.where(finding, health["gpus"]) for finding in core.findings_of(health, "unhealthy")]
+    fallen = health["findings"][0]["gpu"]
+    assert said == ["the GPU at %s, which nvidia-smi does not list" % fallen, "the node"]
+    assert "the GPU at %s, which nvidia-smi does not list xid_79 (" % fallen in health["summary"]
+
+
+def test_an_unknown_nodes_summary_says_why():
+    health = core.assess("no_nvidia_smi", "nvidia-smi is not installed", "")
+    assert health["summary"] == (
+        "unknown: nvidia-smi could not report on the GPUs (no_nvidia_smi): nvidia-smi is not installed")
+
+
+def test_an_unknown_override_is_named_as_the_caller_names_the_setting():
+    with pytest.raises(InvalidOption) as raised:
+        core.check_options({"pcie_lanes": "info"}, 1, False, option="preflight_gpu_health_severity_overrides")
+    assert str(raised.value).startswith("preflight_gpu_health_severity_overrides: 'pcie_lanes' is no finding id")

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import assess
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import parse_query
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     GIB,
@@ -11,6 +12,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
     evaluate,
     family_of,
     free_space,
+    gpu_health_lines,
+    gpu_health_state,
     reboot_pending,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import build_plan, profile_virtualenv
@@ -729,3 +732,98 @@ def test_fabric_manager_is_checked_where_gpus_are_not_required():
     report = evaluate(settings(gpus_required=False), CU130,
                       observed(gpu=HGX_H200, fabric_packages=FABRIC_MANAGER_580_82))
     assert [problem for problem in report["problems"] if problem.startswith("nvidia-fabricmanager 580.82.07-1 ")]
+
+
+# The GPUs' health: the recorded 2x H200 host (tests/data/h200/nvidia-smi-q.txt), as it was and with its second GPU's
+# row remapping failed, the field as NVIDIA's "GPU Memory Error Management" says it reads then.
+H200_DETAILS = (ROOT / "tests" / "data" / "h200" / "nvidia-smi-q.txt").read_text()
+SECOND_GPU = "GPU 00000000:00:07.0"
+REMAP_FAILED = ("Remapping Failure Occurred                     : No",
+                "Remapping Failure Occurred                     : Yes")
+REMAP_FAILURE_REFUSAL = (
+    "GPU 1 (00000000:00:07.0) is unhealthy: row_remap_failure, Row remapping failed: a bank has no spare row left "
+    "(NVIDIA's RMA criterion). Evidence: Remapped Rows > Remapping Failure Occurred: Yes. Action drain_and_open_case: "
+    "Drain the node and open a case with NVIDIA or the system's vendor (RMA). Run again once it is done; to let the "
+    "node serve with it anyway, set preflight_gpu_health_severity_overrides: {row_remap_failure: degraded}.")
+
+
+def second_gpu_with(old, new):
+    first, second = H200_DETAILS.split(SECOND_GPU, 1)
+    return first + SECOND_GPU + second.replace(old, new, 1)
+
+
+def health_of(details=H200_DETAILS, **more):
+    return dict(assess("ok", "", details, **more), kernel_log=dict(read=True, source="/dev/kmsg", problem=None))
+
+
+def test_an_unhealthy_gpu_refuses_the_node_naming_the_gpu_the_finding_its_evidence_the_action_and_the_setting():
+    report = evaluate(settings(), CU130, observed(gpu_health=health_of(second_gpu_with(*REMAP_FAILED))))
+    assert report["problems"] == [REMAP_FAILURE_REFUSAL]
+    assert report["ok"] is False
+
+
+def test_an_unhealthy_gpu_refuses_the_node_where_gpus_are_not_required_but_seen():
+    report = evaluate(settings(gpus_required=False), CU130,
+                      observed(gpu_health=health_of(second_gpu_with(*REMAP_FAILED))))
+    assert report["problems"] == [REMAP_FAILURE_REFUSAL]
+
+
+def test_a_degraded_gpu_is_a_warning_not_a_refusal():
+    details = second_gpu_with(*REMAP_FAILED)
+    health = health_of(details, severity_overrides={"row_remap_failure": "degraded"})
+    report = evaluate(settings(), CU130, observed(gpu_health=health))
+    warning = ("GPU 1 (00000000:00:07.0) is degraded: row_remap_failure, Row remapping failed: a bank has no spare row "
+               "left (NVIDIA's RMA criterion). Evidence: Remapped Rows > Remapping Failure Occurred: Yes. Action "
+               "drain_and_open_case: Drain the node and open a case with NVIDIA or the system's vendor (RMA).")
+    assert (report["ok"], report["notes"]) == (True, [warning])
+    assert gpu_health_lines(health)["warnings"] == [warning]
+
+
+def test_healthy_gpus_are_said_to_be_checked():
+    report = evaluate(settings(), CU130, observed(gpu_health=health_of()))
+    assert "GPU health: 2 GPU(s), no unhealthy or degraded finding" in report["checked"]
+    assert report["notes"] == [] and report["problems"] == []
+
+
+def test_health_nvidia_smi_cannot_report_and_an_unread_kernel_log_are_notes():
+    health = dict(assess("error", "nvidia-smi -q failed", ""),
+                  kernel_log=dict(read=True, source=None, problem="kernel log not readable: /dev/kmsg: denied"))
+    report = evaluate(settings(), CU130, observed(gpu_health=health))
+    assert report["ok"] is True
+    assert report["notes"] == [
+        "The GPUs' health is not known: nvidia-smi could not report on the GPUs (error): nvidia-smi -q failed.",
+        "Xid errors since boot were not looked for: kernel log not readable: /dev/kmsg: denied."]
+
+
+def test_no_gpu_seen_is_no_health_to_weigh():
+    report = evaluate(settings(gpus_required=False), CU130,
+                      observed(gpu=NO_NVIDIA_SMI, gpu_health=health_of(second_gpu_with(*REMAP_FAILED))))
+    assert report["ok"] is True
+    assert not [line for line in report["notes"] + report["checked"] if "health" in line]
+
+
+def test_health_is_read_only_where_gpus_are_seen_with_the_inventorys_severities():
+    asked = []
+
+    def gather(overrides):
+        asked.append(overrides)
+        return health_of()
+    assert gpu_health_state(settings(), NO_NVIDIA_SMI, gather) is None
+    assert gpu_health_state(settings(), dict(REFERENCE_GPU, gpus=[]), gather) is None
+    overrides = {"pcie_width_degraded": "info", "xid_13": "degraded"}
+    assert gpu_health_state(settings(gpu_health_severity_overrides=overrides), REFERENCE_GPU, gather)["verdict"] == (
+        "healthy")
+    assert asked == [overrides]
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"pcie_lanes": "info"}, "preflight_gpu_health_severity_overrides: 'pcie_lanes' is no finding id; known ids: "),
+    ({"row_remap_failure": "fatal"},
+     "preflight_gpu_health_severity_overrides: row_remap_failure: 'fatal' is no severity; use one of unhealthy, "
+     "degraded, info. Nothing was read of the GPUs' health."),
+])
+def test_an_override_that_is_not_valid_refuses_the_host_naming_the_setting_before_anything_is_read(overrides, words):
+    health = gpu_health_state(settings(gpu_health_severity_overrides=overrides), REFERENCE_GPU, None)
+    report = evaluate(settings(), CU130, observed(gpu_health=health))
+    (problem,) = report["problems"]
+    assert words in problem

@@ -89,14 +89,15 @@ def test_observe_gathers_every_input_of_evaluate(tmp_path):
     peers = [dict(host="gpu01", nnodes=1, node_rank=0, dist_init_addr=None)]
     observed = observe(settings(model_path=str(tmp_path / "model"), venv_path=str(tmp_path / "ml-env")), FACTS, GPU,
                        {"version": "3.11.2"}, "nvidia-fabricmanager-580\t580.95.05-1\tii \n", "free", "gpu01",
-                       peers, reboot_required_path=str(tmp_path / "reboot-required"))
+                       peers, reboot_required_path=str(tmp_path / "reboot-required"), gpu_health={"verdict": "healthy"})
     disk = observed.pop("disk")
     assert disk["directory"] == str(tmp_path) and disk["siblings"] == [] and disk["free_bytes"] > 0
     assert observed == dict(
         host="gpu01", distribution="Debian", distribution_version="12.9", architecture="x86_64", gpu=GPU,
         reboot_required=False, reboot_required_packages=[],
         model=dict(exists=True, is_dir=True, config_json=False), port_state="free", venv_python={"version": "3.11.2"},
-        service_user_exists=False, fabric_packages="nvidia-fabricmanager-580\t580.95.05-1\tii \n", peers=peers)
+        service_user_exists=False, fabric_packages="nvidia-fabricmanager-580\t580.95.05-1\tii \n", peers=peers,
+        gpu_health={"verdict": "healthy"})
 
 
 def test_observe_measures_no_disk_without_a_virtualenv_path(tmp_path):

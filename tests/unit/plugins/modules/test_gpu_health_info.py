@@ -45,6 +45,7 @@ def test_the_h200_is_healthy_and_nothing_changed_even_in_check_mode(h200, capsys
         False, "healthy", {"unhealthy": 0, "degraded": 0, "info": 1})
     assert h200 == [(["/usr/bin/nvidia-smi", "-q"], 30), (["/usr/bin/nvidia-smi", "nvlink", "-e"], 30)]
     assert result["kernel_log"] == {"read": True, "source": "/dev/kmsg", "problem": None}
+    assert result["summary"] == "healthy: 1 GPU(s), no unhealthy or degraded finding"
 
 
 def test_dcgm_asked_where_it_is_missing_says_so(h200, capsys, monkeypatch):

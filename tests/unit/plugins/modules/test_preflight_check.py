@@ -5,6 +5,7 @@ Before ansible-core 2.19 a template returns a string ("8", "True") and an expres
 """
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.blackwell.gpu_node.plugins.modules import preflight_check
 from ansible_collections.blackwell.gpu_node.plugins.modules.preflight_check import ARGUMENT_SPEC
 
 # The role's settings as a core before 2.19 templates them: every scalar a string, nulls kept by a bare variable.
@@ -14,7 +15,7 @@ TEMPLATED = dict(
     dist_init_addr="10.0.0.1:5000", model_path="/models/llama", model_is_hub_id="False", venv_path="/opt/ml-env",
     venv_python="/usr/bin/python3.12", venv_min_free_gib="30", service_user_name="sglang",
     service_user_create="True", driver_install="False", driver_reboot="False", fabric_manager="auto",
-    host="127.0.0.1", port="30000",
+    host="127.0.0.1", port="30000", gpu_health_severity_overrides={"pcie_width_degraded": "info"},
 )
 NATIVE = dict(
     gpus_required=True, expected_gpu_family="blackwell", expected_compute_capability="12.0",
@@ -22,7 +23,7 @@ NATIVE = dict(
     dist_init_addr="10.0.0.1:5000", model_path="/models/llama", model_is_hub_id=False, venv_path="/opt/ml-env",
     venv_python="/usr/bin/python3.12", venv_min_free_gib=30, service_user_name="sglang",
     service_user_create=True, driver_install=False, driver_reboot=False, fabric_manager="auto",
-    host="127.0.0.1", port=30000,
+    host="127.0.0.1", port=30000, gpu_health_severity_overrides={"pcie_width_degraded": "info"},
 )
 
 
@@ -57,3 +58,30 @@ def test_peers_templated_as_strings_are_typed_too():
 def test_a_setting_that_is_no_number_is_refused_by_its_name():
     result = validated(dict(TEMPLATED, tensor_parallel_size="eight"))
     assert any("tensor_parallel_size" in message for message in result.error_messages), result.error_messages
+
+
+def test_no_severity_overrides_are_none_and_a_templated_dict_is_read_as_one():
+    result = validated(dict(TEMPLATED, gpu_health_severity_overrides=None))
+    assert result.validated_parameters["settings"]["gpu_health_severity_overrides"] is None
+    unset = dict(TEMPLATED)
+    del unset["gpu_health_severity_overrides"]
+    assert validated(unset).validated_parameters["settings"]["gpu_health_severity_overrides"] == {}
+    # Before ansible-core 2.19 a dict may reach the module as its JSON text.
+    as_text = validated(dict(TEMPLATED, gpu_health_severity_overrides='{"xid_13": "degraded"}'))
+    assert as_text.validated_parameters["settings"]["gpu_health_severity_overrides"] == {"xid_13": "degraded"}
+
+
+def test_gpu_facts_and_the_health_share_one_nvidia_smi_q_each_command_bounded(monkeypatch):
+    calls = []
+
+    def run_bounded(argv, timeout):
+        calls.append((argv, timeout))
+        if argv[0] == "/missing":
+            raise OSError(2, "No such file or directory")
+        return 0, "out of %s" % argv[1:], ""
+    monkeypatch.setattr(preflight_check, "run_bounded", run_bounded)
+    run = preflight_check.gpu_command_runner()
+    assert run(["/usr/bin/nvidia-smi", "-q"]) == run(("/usr/bin/nvidia-smi", "-q")) == (0, "out of ['-q']", "")
+    assert run(["/missing", "-q"]) == (127, "", "/missing: No such file or directory")
+    assert calls == [(["/usr/bin/nvidia-smi", "-q"], preflight_check.GPU_COMMAND_TIMEOUT)] + [
+        (["/missing", "-q"], preflight_check.GPU_COMMAND_TIMEOUT)]
