@@ -134,3 +134,48 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
         (PLAYBOOKS.parent / "roles" / "monitoring" / "tasks" / "alert_rules.yml").read_text())
     assert check["run_once"] is True
     assert template["delegate_to"] == "localhost" and template["run_once"] is True and template["become"] is False
+
+
+def test_health_reads_every_node_at_once_and_reports_on_the_controller_as_diagnose_does():
+    nodes, report = plays("health.yml")
+    assert nodes["strategy"] == "free" and "serial" not in nodes
+    assert nodes["hosts"] == report["hosts"] == "{{ gpu_node_hosts | default('gpu_nodes') }}"
+    (reading,) = [task for task in nodes["tasks"] if task["name"] == "Read the node's GPU health"]
+    include = reading["block"][0]["ansible.builtin.include_role"]
+    assert (include["name"], include["tasks_from"]) == ("blackwell.gpu_node.preflight", "gpu_health")
+    # One node that cannot be read must not hide the others' report.
+    assert reading["rescue"][0]["ansible.builtin.set_fact"]["preflight_gpu_health"]["verdict"] == "not checked"
+    write = next(task for task in report["tasks"] if "ansible.builtin.copy" in task)
+    assert (write["delegate_to"], write["run_once"], write["check_mode"]) == ("localhost", True, False)
+    assert write["ansible.builtin.copy"]["mode"] == "0600"
+    assert "gpu_node_health_report | default(lookup('ansible.builtin.env', 'PWD') ~ '/gpu-node-health.json')" in (
+        report["vars"]["__gpu_node_health_report_path"])
+
+
+def test_health_drains_only_an_unhealthy_node_and_only_when_asked_with_the_upgrades_hook():
+    nodes, _report = plays("health.yml")
+    (drain,) = [task for task in nodes["tasks"] if task["name"] == "Drain the unhealthy node"]
+    assert drain["when"] == ["gpu_node_health_drain | default(false) | bool",
+                             "preflight_gpu_health.verdict == 'unhealthy'"]
+    assert drain["block"][0]["ansible.builtin.include_tasks"] == "{{ gpu_node_upgrade_drain_tasks }}"
+    names = [task["name"] for task in nodes["tasks"]]
+    assert names.index("Read the node's GPU health") < names.index("Drain the unhealthy node")
+
+
+def test_the_upgrade_reads_the_gpus_health_again_before_it_drains_and_leaves_a_sick_node_unswitched():
+    prepare, switch, _release, _report = plays("upgrade.yml")
+    (preparing,) = [task for task in prepare["tasks"] if task["name"] == "Prepare the node"]
+    assert "blackwell.gpu_node.preflight" in [task["ansible.builtin.include_role"]["name"]
+                                              for task in preparing["block"] if "ansible.builtin.include_role" in task]
+    names = [task["name"] for task in switch["tasks"]]
+    health = switch["tasks"][names.index("Check the node's GPUs again just before its switch")]
+    assert names.index("Check the node's GPUs again just before its switch") < names.index(
+        "Drain the node and check the prepared virtualenv again just before the stop") < names.index("Switch the node")
+    assert health["when"] == "gpu_node_upgrade.needed"
+    include = health["block"][0]["ansible.builtin.include_role"]
+    assert (include["name"], include["tasks_from"]) == ("blackwell.gpu_node.preflight", "gpu_health")
+    assert health["block"][1]["ansible.builtin.assert"]["that"] == "preflight_gpu_health.verdict != 'unhealthy'"
+    # Not drained, so nothing to undrain: the rescue only notes it, as prepare's refusals are noted.
+    (note,) = health["rescue"]
+    noted = note["ansible.builtin.set_fact"]["gpu_node_upgrade"]
+    assert "'needed': false, 'outcome': 'not prepared'" in noted

@@ -49,7 +49,7 @@ def test_every_role_meets_the_check_first_through_stack_or_service_user():
 
 def test_every_playbook_meets_the_check_before_its_first_play_does_anything():
     playbooks = sorted(PLAYBOOKS.glob("*.yml"))
-    assert len(playbooks) == 9
+    assert len(playbooks) == 10
     for playbook in playbooks:
         first_play = yaml.safe_load(playbook.read_text())[0]
         first_task = (first_play.get("pre_tasks") or first_play["tasks"])[0]

@@ -1,0 +1,176 @@
+"""The GPU health policy through the playbooks, run for real on this machine against tests/fixtures/fake_nvidia_smi
+replaying the recorded 2x H200 host: healthy, or with its second GPU's row remapping failed. The health playbook
+reports and drains, the upgrade does not prepare (nor, just before its switch, switch) a node with an unhealthy GPU,
+and validate fails naming it."""
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import CHECKOUT, COLLECTIONS, free_port
+from process_tree import run_bounded
+
+FAKE_NVIDIA_SMI = CHECKOUT / "tests" / "fixtures" / "fake_nvidia_smi"
+SICK_SUMMARY = ("unhealthy: 1 unhealthy and 0 degraded finding(s): GPU 1 (00000000:00:07.0) row_remap_failure "
+                "(Remapped Rows > Remapping Failure Occurred: Yes) -> drain_and_open_case")
+SICK_PROBLEM = ("GPU 1 (00000000:00:07.0) is unhealthy: row_remap_failure, Row remapping failed: a bank has no spare "
+                "row left (NVIDIA's RMA criterion). Evidence: Remapped Rows > Remapping Failure Occurred: Yes. Action "
+                "drain_and_open_case: Drain the node and open a case with NVIDIA or the system's vendor (RMA).")
+
+
+def playbook(path, mode, *options):
+    """(exit code, the result of each task by name, for localhost) of a playbook run on this machine, whose
+    nvidia-smi replays the recorded host as FAKE_NVIDIA_SMI=mode says."""
+    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                   ANSIBLE_STDOUT_CALLBACK="json", FAKE_NVIDIA_SMI=mode,
+                   PATH="%s:%s" % (FAKE_NVIDIA_SMI, os.environ["PATH"]))
+    argv = [str(CHECKOUT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+            "-e", "gpu_node_hosts=localhost", "-e", "gpu_node_become=false",
+            "-e", "ansible_python_interpreter=" + sys.executable, str(path)] + list(options)
+    try:
+        completed = run_bounded(argv, timeout=300, env=environ)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("%s did not end within 300 s; its processes were killed" % path)
+    results = {}
+    for play in json.loads(completed.stdout)["plays"]:
+        for task in play["tasks"]:
+            results.setdefault(task["task"]["name"], task["hosts"].get("localhost", {}))
+    return completed.returncode, results
+
+
+@pytest.fixture(name="hook")
+def fixture_hook(tmp_path):
+    """A drain hook that leaves a file behind, as a load balancer's would leave the node out of rotation."""
+    marker = tmp_path / "drained"
+    hook = tmp_path / "drain.yml"
+    hook.write_text(yaml.safe_dump([{"name": "Take the node out of rotation", "ansible.builtin.copy": {
+        "content": "{{ inventory_hostname }}\n", "dest": str(marker), "mode": "0600"}}]))
+    return hook, marker
+
+
+def health(mode, tmp_path, *options):
+    report = tmp_path / "health.json"
+    returncode, results = playbook(CHECKOUT / "playbooks" / "health.yml", mode,
+                                   "-e", "gpu_node_health_report=%s" % report, *options)
+    return returncode, results, report
+
+
+def test_health_reports_the_unhealthy_gpu_and_drains_the_node_with_the_upgrades_hook(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health("h200_row_remap_failure", tmp_path, "-e", "gpu_node_health_drain=true",
+                                              "-e", "gpu_node_upgrade_drain_tasks=%s" % hook)
+    assert returncode == 0, results
+    assert results["Say each node's verdict"]["msg"] == [
+        "localhost: %s [drained]" % SICK_SUMMARY, "Full report: %s" % report_path]
+    assert stat.S_IMODE(report_path.stat().st_mode) == 0o600
+    report = json.loads(report_path.read_text())["localhost"]
+    assert (report["verdict"], report["summary"], report["drain"]) == ("unhealthy", SICK_SUMMARY, "drained")
+    (finding,) = report["gpus"][1]["findings"]
+    assert (finding["id"], finding["evidence"], finding["action"]) == (
+        "row_remap_failure", "Remapped Rows > Remapping Failure Occurred: Yes", "drain_and_open_case")
+    assert "invocation" not in report
+    assert marker.read_text() == "localhost\n"
+
+
+def test_health_drains_no_healthy_node_and_writes_its_report_in_check_mode_too(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health("h200_health", tmp_path, "--check", "-e", "gpu_node_health_drain=true",
+                                              "-e", "gpu_node_upgrade_drain_tasks=%s" % hook)
+    assert returncode == 0, results
+    assert results["Say each node's verdict"]["msg"][0] == (
+        "localhost: healthy: 2 GPU(s), no unhealthy or degraded finding")
+    report = json.loads(report_path.read_text())["localhost"]
+    assert (report["verdict"], report["drain"]) == ("healthy", None)
+    assert not marker.exists()
+
+
+def test_health_weighs_findings_with_the_inventorys_severities_and_drains_nothing_unasked(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health(
+        "h200_row_remap_failure", tmp_path, "-e", json.dumps({
+            "preflight_gpu_health_severity_overrides": {"row_remap_failure": "degraded"},
+            "gpu_node_upgrade_drain_tasks": str(hook)}))
+    assert returncode == 0, results
+    report = json.loads(report_path.read_text())["localhost"]
+    assert (report["verdict"], report["drain"]) == ("degraded", None)
+    assert results["Say each node's verdict"]["msg"][0] == "localhost: " + SICK_SUMMARY.replace(
+        "unhealthy: 1 unhealthy and 0 degraded", "degraded: 0 unhealthy and 1 degraded")
+    assert not marker.exists()
+
+
+def test_health_refuses_a_drain_without_a_hook_before_it_reads_anything(tmp_path):
+    returncode, results, report_path = health("h200_row_remap_failure", tmp_path, "-e", "gpu_node_health_drain=true")
+    assert returncode != 0
+    assert "gpu_node_health_drain is true, but gpu_node_upgrade_drain_tasks names no task file" in results[
+        "Ensure a drain asked for has its hook"]["msg"]
+    assert "Read each GPU's health, weighed with preflight_gpu_health_severity_overrides" not in results
+    assert not report_path.exists()
+
+
+def upgrade(tmp_path, mode):
+    report = tmp_path / "upgrade.json"
+    returncode, results = playbook(
+        CHECKOUT / "playbooks" / "upgrade.yml", mode, "-e", "stack_profile=cu130",
+        "-e", "sglang_server_state_dir=%s" % (tmp_path / "state"), "-e", "ml_stack_venv_path=%s" % (tmp_path / "env"),
+        "-e", "sglang_server_port=%d" % free_port(), "-e", "preflight_venv_min_free_gib=1",
+        "-e", "gpu_node_upgrade_report=%s" % report)
+    return returncode, results, json.loads(report.read_text())
+
+
+def test_the_upgrade_does_not_prepare_a_canary_with_an_unhealthy_gpu_and_names_the_finding(tmp_path):
+    returncode, results, report = upgrade(tmp_path, "h200_row_remap_failure")
+    assert returncode != 0
+    (row,) = report["hosts"]
+    assert (row["host"], row["outcome"], row["seconds_to_ready"]) == ("localhost", "not prepared", None)
+    assert "Preflight refused localhost; nothing was changed on it. 1 problem(s): (1) %s" % SICK_PROBLEM in (
+        row["diagnosis"])
+    # Refused before anything of the target was installed, and before its turn to switch.
+    assert "Install the target's CUDA beside the running one, unregistered" not in results
+    assert "Switch the node" not in results or results["Switch the node"].get("skipped")
+    assert not (tmp_path / "env").exists()
+    assert not (tmp_path / "state" / "upgrade" / "lock.json").exists()
+
+
+def switch_check(tmp_path, mode):
+    """What the upgrade notes for a node it prepared when, just before its switch, its GPUs read as mode says: the
+    upgrade's own tasks for that check, run on a node noted as prepare notes one."""
+    (_prepare, switch, _release, _report) = yaml.safe_load((CHECKOUT / "playbooks" / "upgrade.yml").read_text())
+    (check,) = [task for task in switch["tasks"]
+                if task["name"] == "Check the node's GPUs again just before its switch"]
+    play = tmp_path / "switch_check.yml"
+    play.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False,
+        "tasks": [{"name": "Note the node as prepare does", "ansible.builtin.set_fact": {"gpu_node_upgrade": {
+            "from": "cu128", "to": "cu130", "needed": True, "resumed": False, "outcome": "prepared",
+            "diagnosis": None}}},
+                  check,
+                  {"name": "Show the note", "ansible.builtin.debug": {"var": "gpu_node_upgrade"}}]}]))
+    returncode, results = playbook(play, mode)
+    assert returncode == 0, results
+    return results["Show the note"]["gpu_node_upgrade"]
+
+
+def test_a_gpu_unhealthy_since_prepare_leaves_the_node_unswitched_and_says_why(tmp_path):
+    noted = switch_check(tmp_path, "h200_row_remap_failure")
+    assert (noted["needed"], noted["outcome"]) == (False, "not prepared")
+    assert noted["diagnosis"] == ("Ensure no GPU of the node is unhealthy: GPU health %s "
+                                  "(preflight_gpu_health_severity_overrides says which findings refuse a node). "
+                                  "The old server was not touched." % SICK_SUMMARY)
+
+
+def test_a_healthy_node_goes_on_to_its_switch(tmp_path):
+    noted = switch_check(tmp_path, "h200_health")
+    assert (noted["needed"], noted["outcome"]) == (True, "prepared")
+
+
+def test_validate_fails_naming_the_unhealthy_gpu(tmp_path):
+    returncode, results = playbook(CHECKOUT / "playbooks" / "validate.yml", "h200_row_remap_failure",
+                                   "-e", "sglang_server_state_dir=%s" % (tmp_path / "state"),
+                                   "-e", "sglang_server_port=%d" % free_port())
+    assert returncode != 0
+    (line,) = [problem for problem in results["Report the node"]["msg"]["problems"] if problem.startswith("preflight:")]
+    assert "(1) %s" % SICK_PROBLEM in line
