@@ -38,8 +38,9 @@ def test_the_stand_ins_nvidia_smi_and_its_recording_were_left_as_they_were(stand
     smi = standin.file("/usr/local/bin/nvidia-smi")
     assert (smi.user, smi.mode) == ("root", 0o755)
     assert smi.content_string == '#!/bin/sh\nexec python3 /opt/standin/fixtures/fake_nvidia_smi/fake_nvidia_smi.py "$@"\n'
-    recording = standin.file("/opt/standin/data/h200/host.txt")
-    assert recording.sha256sum == hashlib.sha256((ROOT / "tests" / "data" / "h200" / "host.txt").read_bytes()).hexdigest()
+    for name in ("host.txt", "nvidia-smi-q.txt"):
+        recording = standin.file("/opt/standin/data/h200/" + name)
+        assert recording.sha256sum == hashlib.sha256((ROOT / "tests" / "data" / "h200" / name).read_bytes()).hexdigest()
 
 
 def test_the_model_directory_was_left_as_it_was(host):
