@@ -10,11 +10,24 @@ BIN := $(VENV)/bin
 # checkout, so that they always see the working tree.
 COLLECTIONS := $(CURDIR)/.build/collections
 COLLECTION := $(COLLECTIONS)/ansible_collections/blackwell/gpu_node
-# ansible-test resolves links and insists on a real ansible_collections/<ns>/<name>
-# directory, so sanity runs on a fresh copy of the files git would commit, staged in a
-# repository of its own (ansible-test lists files with git, and this checkout ignores .build).
-SANITY_COPY := $(CURDIR)/.build/sanity/ansible_collections/blackwell/gpu_node
-GET_PIP_CACHE := $(HOME)/.ansible/test/cache/get_pip_24_2.py
+# ansible-test resolves links and insists on a real ansible_collections/<ns>/<name> directory, so sanity runs on a
+# fresh copy of the files git would commit. The copy sits outside any git repository: ansible-test then lists its
+# files itself, which needs no git (the Debian 13 image, where the newest core runs, has none).
+SANITY_ROOT := /var/tmp/blackwell-sanity$(subst /,-,$(CURDIR))
+SANITY_COPY := $(SANITY_ROOT)/ansible_collections/blackwell/gpu_node
+# ansible-test fetches a get-pip.py named after the pip its release pins (2.16: 23.1.2, 2.19: 24.2, 2.21: 25.2)
+# from a host this network cannot reach, unless the cache holds one.
+GET_PIP_CACHE := $(foreach pip,23_1_2 24_2 25_2,$(HOME)/.ansible/test/cache/get_pip_$(pip).py)
+
+# The ansible-core releases other than the toolchain's that the collection supports. Each has a virtualenv of its
+# own (requirements/core-VERSION.txt), in which `make molecule` runs the unit tests, a syntax check of every
+# playbook and the default scenario, beside the other scenarios, and `make sanity` runs ansible-test on the oldest
+# and the newest. Those that need a newer Python than this machine's
+# (2.20 and later need 3.12) have theirs made, and their job run, in the Debian 13 image (python3 3.13).
+CORES := 2.16 2.18 2.21
+CONTAINER_CORES := 2.21
+CORE_VENVS := $(foreach core,$(CORES),$(CURDIR)/.build/core-$(core))
+CONTAINER_CORE_VENVS := $(foreach core,$(CONTAINER_CORES),$(CURDIR)/.build/core-$(core))
 
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
@@ -42,13 +55,14 @@ help:
 	@echo "make lock   re-resolve requirements/tools.in and core-*.in into their .txt pins"
 	@echo "make clean  remove the toolchain, build output and molecule containers"
 
-# The unit tests first (the quickest to fail); then lint and the installed tarball (mostly one process each), sanity
-# (pylint and friends in ansible-test's own virtualenvs), the integration tests (Ansible against real processes on
-# this machine, no containers) and the hostile-user suite one after another, beside the molecule scenarios, which
-# spend much of their time waiting on apt, pip and the servers they start. Each step's output is kept in
+# The steps that run on this machine one after another (the unit tests first, the quickest to fail; lint and the
+# installed tarball, mostly one process each; sanity, pylint and friends in ansible-test's own virtualenvs on three
+# cores; the integration tests, Ansible against real processes on this machine, no containers; the hostile-user
+# suite), beside the molecule scenarios, which spend much of their time waiting on apt, pip and the servers they
+# start. The virtualenvs of the other cores are made first, as both sides use them. Each step's output is kept in
 # .build/STEP.log and printed when all are done; any failing fails `make test`.
-BESIDE := lint installed node-python sanity integration hostile
-test: units engine
+BESIDE := units lint installed node-python sanity integration hostile
+test: toolchain engine $(addsuffix /.installed,$(CORE_VENVS))
 	mkdir -p $(CURDIR)/.build
 	@echo "==> $(BESIDE) one after another beside molecule; their output in $(foreach step,$(BESIDE),$(CURDIR)/.build/$(step).log)"
 	{ beside_status=0; for step in $(BESIDE); do \
@@ -90,13 +104,30 @@ $(GET_PIP_CACHE): tests/sanity/get_pip.py
 	mkdir -p $(dir $@)
 	cp tests/sanity/get_pip.py $@
 
-sanity: toolchain $(GET_PIP_CACHE)
+# ansible-test sanity on the oldest supported core, the toolchain's and the newest, each in its own virtualenvs. The
+# newest runs in the Debian 13 image, with a HOME of its own here (ansible-test's virtualenvs and get-pip cache), kept
+# between runs as the host's is.
+SANITY_HOME_DEBIAN13 := $(HOME)/.cache/blackwell-gpu-node/debian13-home
+PINNED_CORE := $(shell sed -n 's/^ansible-core==//p' requirements/tools.txt)
+sanity: toolchain $(GET_PIP_CACHE) $(CURDIR)/.build/core-2.16/.installed $(CURDIR)/.build/core-2.21/.installed
 	tests/fixtures/require-debian-package.sh shellcheck shellcheck
-	rm -rf $(SANITY_COPY) && mkdir -p $(SANITY_COPY)
+	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_COPY)
 	git ls-files -z --cached --others --exclude-standard \
 	  | tar --null --ignore-failed-read -T - -c | tar -x -C $(SANITY_COPY)
-	git -C $(SANITY_COPY) init -q && git -C $(SANITY_COPY) add -A
-	cd $(SANITY_COPY) && ansible-test sanity --venv --python 3.11 --color no
+	mkdir -p $(SANITY_HOME_DEBIAN13)/.ansible/test/cache
+	cp tests/sanity/get_pip.py $(SANITY_HOME_DEBIAN13)/.ansible/test/cache/get_pip_25_2.py
+	failed=; cd $(SANITY_COPY); \
+	echo "==> ansible-test sanity on ansible-core $(PINNED_CORE)"; \
+	ansible-test sanity --venv --python 3.11 --color no || failed="$$failed $(PINNED_CORE)"; \
+	echo "==> ansible-test sanity on ansible-core 2.16"; \
+	$(CURDIR)/.build/core-2.16/bin/ansible-test sanity --venv --python 3.11 --color no || failed="$$failed 2.16"; \
+	echo "==> ansible-test sanity on ansible-core 2.21, in the Debian 13 image"; \
+	docker run --rm --network host -v $(PIP_CA):/etc/ssl/certs/ca-certificates.crt:ro \
+	  -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e HOME=$(SANITY_HOME_DEBIAN13) -v $(CURDIR):$(CURDIR):ro \
+	  -v $(SANITY_HOME_DEBIAN13):$(SANITY_HOME_DEBIAN13) -v $(SANITY_ROOT):$(SANITY_ROOT) -w $(SANITY_COPY) \
+	  "$$(cd $(CURDIR) && tests/fixtures/base_image/build.sh debian13)" \
+	  $(CURDIR)/.build/core-2.21/bin/ansible-test sanity --venv --python 3.13 --color no || failed="$$failed 2.21"; \
+	if [ -n "$$failed" ]; then echo "ansible-test sanity failed on ansible-core$$failed" >&2; exit 1; fi
 
 units: toolchain
 	pytest tests/unit
@@ -142,14 +173,6 @@ FIXTURES = $(DEMO_FIXTURES); \
 	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
 	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD
 
-# The ansible-core releases other than the toolchain's that the collection supports. Each has a virtualenv of its
-# own (requirements/core-VERSION.txt), in which `make molecule` runs the unit tests, a syntax check of every
-# playbook and the default scenario, beside the other scenarios. Those that need a newer Python than this machine's
-# (2.20 and later need 3.12) have theirs made, and their job run, in the Debian 13 image (python3 3.13).
-CORES := 2.16 2.18 2.21
-CONTAINER_CORES := 2.21
-CORE_VENVS := $(foreach core,$(CORES),$(CURDIR)/.build/core-$(core))
-CONTAINER_CORE_VENVS := $(foreach core,$(CONTAINER_CORES),$(CURDIR)/.build/core-$(core))
 
 # A command in the Debian 13 image: on the host's network, with the checkout at its own path, and pip trusting the
 # certificates pip trusts here.
@@ -245,4 +268,4 @@ lock: engine
 clean:
 	-$(BIN)/molecule destroy --all
 	-docker rm -f blackwell-demo blackwell-ee-node
-	rm -rf $(VENV) .build tests/output
+	rm -rf $(VENV) .build tests/output $(SANITY_ROOT)

@@ -128,6 +128,8 @@ def gpu_processes(run=subprocess.run):
     """(processes, problem): who holds GPU memory, from nvidia-smi; processes is None where it cannot say."""
     argv = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader,nounits"]
     try:
+        # The cores run without an AnsibleModule (run_command), so that they can be tested and reused alone.
+        # pylint: disable-next=ansible-bad-function
         completed = run(argv, capture_output=True, text=True, errors="replace", timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, "nvidia-smi cannot be run: %s" % (getattr(exc, "strerror", None) or exc)

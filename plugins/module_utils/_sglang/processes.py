@@ -110,6 +110,8 @@ def launch(argv, env, log_path, account=None, log_gid=None):
         identity = dict(user=account["uid"], group=account["gid"], extra_groups=account["groups"])
     try:
         offset = os.lseek(log, 0, os.SEEK_END)
+        # The server outlives the module, in a session of its own as the service user: run_command waits for it.
+        # pylint: disable-next=ansible-bad-function
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env=server_environment(os.environ, env, account), start_new_session=True, close_fds=True,
@@ -163,6 +165,8 @@ def terminate(pids, grace, signal_group=None):
 def gpu_memory_pids(run=subprocess.run):
     """Pids that nvidia-smi lists with GPU memory, or None where nvidia-smi is not there."""
     try:
+        # The cores run without an AnsibleModule (run_command), so that they can be tested and reused alone.
+        # pylint: disable-next=ansible-bad-function
         completed = run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
                         capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):

@@ -512,6 +512,7 @@ def carry_out(actions, host):
     step fails. host: stage(action) -> token, discard(action, token), apply(action, token or None), begin(),
     end(), marker_path; each raises OSError, StepFailed or InvalidOption (a FileRefused) when it fails."""
     staged = {}
+    step = path = None
     try:
         for index, action in enumerate(actions):
             if action["action"] in STAGED:
