@@ -44,14 +44,17 @@ def test_an_older_core_runs_units_a_syntax_check_and_the_default_scenario_with_i
     for name in ("site.yml", "upgrade.yml"):
         (tmp_path / "playbooks" / name).write_text("---\n")
     steps = core_steps("2.16", "/venvs/core-2.16", checkout=tmp_path, environ={"PATH": "/usr/bin"})
-    (_units, units, env), (_syntax, syntax, _syntax_env), (_scenario, scenario, _scenario_env) = steps
+    (_units, units, env), (_syntax, syntax, _syntax_env) = steps[:2]
     assert env["PATH"] == "/venvs/core-2.16/bin:/usr/bin"
     assert env["ANSIBLE_COLLECTIONS_PATH"].split(":")[0] == str(tmp_path / ".build" / "collections")
     assert units[:3] == ["/venvs/core-2.16/bin/python", "-m", "pytest"] and units[-1] == "tests/unit"
     assert syntax[:2] == ["/venvs/core-2.16/bin/ansible-playbook", "--syntax-check"]
     assert syntax[-2:] == ["playbooks/site.yml", "playbooks/upgrade.yml"]
-    # molecule is the toolchain's, which the virtualenv first on PATH does not have.
-    assert Path(scenario[0]).parent == Path(sys.executable).parent and scenario[1:] == ["test", "-s", "default"]
+    # molecule is the toolchain's, which the virtualenv first on PATH does not have. A fresh instance converged and
+    # converged again, then destroyed: verify and side effect belong to the scenario's own job.
+    assert all(Path(argv[0]).parent == Path(sys.executable).parent for _title, argv, _env in steps[2:])
+    assert [argv[1:] for _title, argv, _env in steps[2:]] == [
+        [action, "-s", "default"] for action in ("destroy", "converge", "idempotence", "destroy")]
 
 
 def test_a_core_in_a_container_runs_the_same_steps_there_with_its_own_molecule(tmp_path):
@@ -80,7 +83,7 @@ def test_a_core_in_a_container_runs_the_same_steps_there_with_its_own_molecule(t
         assert variables["BLACKWELL_IMAGE_DEBIAN12"] == "img:1" and "SECRET" not in variables and "HOME" not in variables
         assert variables["ANSIBLE_COLLECTIONS_PATH"].split(":")[0] == str(tmp_path / ".build" / "collections")
     # molecule is the core's own: the toolchain's runs on a Python the container does not have.
-    assert steps[2][1][-3:] == ["test", "-s", "default"] and steps[2][1][-4] == "/venvs/core-2.21/bin/molecule"
+    assert steps[3][1][-3:] == ["converge", "-s", "default"] and steps[3][1][-4] == "/venvs/core-2.21/bin/molecule"
 
 
 def test_a_core_job_that_runs_past_its_timeout_has_its_container_removed(tmp_path, monkeypatch):
@@ -95,6 +98,19 @@ def test_a_core_job_that_runs_past_its_timeout_has_its_container_removed(tmp_pat
     assert lanes.job("default@2.21") is None
     assert ran[0][:2] == ["docker", "run"]
     assert ran[1:] == [["docker", "rm", "-f", "blackwell-core-2.21"], ["molecule", "destroy", "-s", "default"]]
+
+
+def test_a_core_job_whose_converge_fails_still_has_its_instance_destroyed(tmp_path, monkeypatch):
+    lanes = Lanes(["default@2.16"], tmp_path, 60, {"2.16": "/venvs/core-2.16"})
+    ran = []
+
+    def step(argv, env, log, deadline):
+        ran.append(argv[1:])
+        return 2 if argv[1:2] == ["converge"] else 0
+
+    monkeypatch.setattr(Lanes, "step", staticmethod(step))
+    assert lanes.job("default@2.16") == 2
+    assert ran[-3:] == [["destroy", "-s", "default"], ["converge", "-s", "default"], ["destroy", "-s", "default"]]
 
 
 def test_every_scenario_directory_is_found():
