@@ -34,12 +34,22 @@ description:
     their meaning and what to do, from C(/dev/kmsg) or C(dmesg); where neither can be read (no C(CAP_SYSLOG), a
     container without C(/dev/kmsg)) RV(kernel.problem) says so, starting with C(kernel log not readable).
   - Who holds GPU memory, from C(nvidia-smi --query-compute-apps) where C(nvidia-smi) is installed.
-  - RV(verdict) puts it in one line. The playbook C(blackwell.gpu_node.diagnose) runs this on every node.
+  - Whether a server that runs also serves (O(probe)) - a C(/health) 200 says only that SGLang's HTTP server
+    answers (it has answered 200 after the scheduler behind it died), so the module asks C(GET /health) and then
+    one real C(POST /generate) (the prompt C(The capital of France is), 8 new tokens at most, greedy), one request
+    at a time and all of it within O(probe_timeout). The server serves when the generate comes back with generated
+    text. A server whose process lives but whose C(/health) gives no answer, or which answers C(/health) but not
+    the generate (it hangs, fails, or comes back without text), is reported as not serving, with what each
+    request did and the cause its log shows. Only a server that runs is asked.
+  - RV(verdict) puts it in one line. The playbook C(blackwell.gpu_node.diagnose) runs this on every node; the
+    playbooks C(blackwell.gpu_node.validate) and C(blackwell.gpu_node.upgrade) use it to prove a server serves.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
   check_mode:
     support: full
+    details: The module changes nothing, so in check mode it reads and asks the server (O(probe)) as it does
+      otherwise; a generate of a few tokens changes nothing on the server either.
   diff_mode:
     support: none
   platform:
@@ -68,6 +78,36 @@ options:
     description: Ask C(nvidia-smi) who holds GPU memory.
     type: bool
     default: true
+  probe:
+    description:
+      - How to tell whether a server that runs serves (see RV(serving)). Only a running server is asked.
+      - V(generate) asks C(GET /health), then, when it answered 200, one C(POST /generate); the server serves when
+        that comes back with generated text. On a node of rank 1 or more of a multi-node server (C(--node-rank)),
+        which answers C(/health) only, C(/health) alone is asked.
+      - V(health) asks C(GET /health) only; a 200 is taken for serving. It does not see a dead scheduler.
+      - V(none) asks nothing; RV(serving) is then null.
+    type: str
+    choices: [generate, health, none]
+    default: generate
+  probe_timeout:
+    description:
+      - Seconds that O(probe) may take in all - connecting, sending and every read of each answer included
+        (resolving a host name aside). C(/health) gets at most 10 seconds and half of it, the generate the rest.
+      - A server that has not answered by then does not serve.
+    type: float
+    default: 30
+  server_url:
+    description:
+      - The base URL O(probe) asks (C(/health) and C(/generate) are added to it), such as C(http://127.0.0.1:30000).
+      - By default the address of the recorded command line (C(--host), C(--port); SGLang's C(127.0.0.1) and
+        C(30000) where it gives none, and the loopback for a server bound to every address).
+    type: str
+  api_key:
+    description:
+      - The server's API key, sent as the bearer token of the generate. By default the C(--api-key) of the
+        recorded command line.
+      - Never returned, and masked (C(********)) wherever a text the module returns could hold it.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -82,16 +122,71 @@ EXAMPLES = r"""
 - name: Look at the launch before the latest one
   blackwell.gpu_node.sglang_diagnosis:
     launch: 1
+
+- name: Prove that the server serves, as validate does
+  blackwell.gpu_node.sglang_diagnosis:
+    probe_timeout: 60
+    server_url: http://127.0.0.1:30000
+    api_key: "{{ sglang_server_api_key }}"
+    kernel_log: false
+    gpu_processes: false
+  register: checked
+
+- name: Fail unless a token came back
+  ansible.builtin.assert:
+    that: checked.serving.serving | default(false)
+    fail_msg: "{{ checked.verdict }}"
 """
 
 RETURN = r"""
 verdict:
-  description: One line - whether the server runs, and when the chosen launch failed its cause line, diagnosis
-    and fix, or the OOM kill or Xid that ended it. An OOM kill matched to the server by a name only is said to
-    be of a process named like the server's, of which it is not known whether it was the server's.
+  description:
+    - One line - whether the server runs and, where O(probe) asked it, serves, and when the chosen launch failed its
+      cause line, diagnosis and fix, or the OOM kill or Xid that ended it. An OOM kill matched to the server by a
+      name only is said to be of a process named like the server's, of which it is not known whether it was the
+      server's.
+    - A server that runs starts it with C(running and serving), C(running but not serving) (followed by what
+      C(/health) said and what the generate did) or, where nothing was asked, C(running); one that does not with
+      C(not running).
   returned: always
   type: str
-  sample: "not running; the latest launch failed: RuntimeError: ... [cudnn_check] Fix: Set SGLANG_DISABLE_CUDNN_CHECK=1 ..."
+  sample: "running but not serving (pid 4242): /health answered 200 in 0.0 s, but POST /generate gave no answer within
+    30.0 s; the latest launch failed: [TP0] torch.AcceleratorError: CUDA error: device-side assert triggered
+    [gpu_kernel_assert] Fix: ..."
+serving:
+  description: What O(probe) found; null where nothing was asked (a server that does not run, O(probe=none)).
+  returned: always
+  type: dict
+  contains:
+    serving:
+      description: Whether the server serves - the generate came back with generated text (with O(probe=health),
+        or on a node of rank 1 or more, C(/health) answered 200).
+      type: bool
+    url:
+      description: The base URL asked.
+      type: str
+      sample: http://127.0.0.1:30000
+    seconds:
+      description: Seconds the probe took in all.
+      type: float
+    message:
+      description: One line - what C(/health) said and what the generate did.
+      type: str
+      sample: "/health answered 200 in 0.0 s, but POST /generate answered HTTP 500: {\"object\": \"error\", ...}"
+    health:
+      description: C(GET /health) - C(status) (the HTTP status, null without an answer), C(seconds), C(reason)
+        (null for a 200, else C(timeout), C(refused), C(connection) or C(http_status)) and C(problem) (what
+        happened in words, null for a 200).
+      type: dict
+    generate:
+      description:
+        - C(POST /generate); null when it was not asked (C(/health) did not answer 200, O(probe=health), a node of
+          rank 1 or more).
+        - C(serving), C(status) (null without an answer), C(seconds), C(reason) (null when it served, else
+          C(timeout), C(refused), C(connection), C(http_status) or C(empty_text)), C(problem) (what happened in
+          words), C(text) (the generated text, masked and cut to 300 bytes) and C(tokens) (the completion tokens
+          SGLang counted, null where it did not say).
+      type: dict
 state:
   description: The server now.
   returned: always
@@ -256,6 +351,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnos
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import boot_id, group_members
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import UNIT_PROPERTIES, unit_status
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     LAUNCH_FIELDS,
     BadState,
@@ -263,6 +359,13 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instanc
     shown_launch,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import name_problems
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.serving import (
+    flag_value,
+    node_rank,
+    server_url,
+    serves,
+    url_problem,
+)
 
 
 def server_state(module, instance, recorded):
@@ -303,6 +406,37 @@ def kernel_view(launch, state, recorded):
     return view
 
 
+def option_problems(params):
+    problems = name_problems(params)
+    if params["launch"] < 0:
+        problems.append("launch=%d: give 0 for the latest launch, 1 for the one before it, and so on" % params["launch"])
+    if params["probe"] != "none" and not params["probe_timeout"] > 0:
+        problems.append("probe_timeout=%s: give the seconds the probe may take (more than 0), or probe=none"
+                        % params["probe_timeout"])
+    if params["server_url"] is not None and url_problem(params["server_url"]):
+        problems.append("server_url: " + url_problem(params["server_url"]))
+    if params["api_key"] and control_character_problem(params["api_key"], "api_key"):
+        problems.append("api_key holds a control character, which would end the request's header: give the key")
+    return problems
+
+
+def serving(params, recorded, launches, state):
+    """What the probe finds of a server that runs (serving.serves()), or None where nothing is asked."""
+    if params["probe"] == "none" or recorded is None or not state.get("running"):
+        return None
+    argv = recorded["argv"]
+    rank = node_rank(argv)
+    api_key = params["api_key"] or flag_value(argv, "--api-key")
+    # The launch's secrets are masked in what the server answers, as in its log.
+    found = serves(params["server_url"] or server_url(argv), params["probe_timeout"], api_key,
+                   generate_text=params["probe"] == "generate" and rank == 0,
+                   mask=launch_mask(launches[0] if launches else {}, recorded))
+    if params["probe"] == "generate" and rank:
+        found["message"] += ("; node %d of a multi-node server answers /health only (node 0 serves generate)"
+                             % rank)
+    return found
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -311,18 +445,21 @@ def main():
             launch=dict(type="int", default=0),
             kernel_log=dict(type="bool", default=True),
             gpu_processes=dict(type="bool", default=True),
+            probe=dict(type="str", choices=["generate", "health", "none"], default="generate"),
+            probe_timeout=dict(type="float", default=30),
+            server_url=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    problems = name_problems(params)
-    if params["launch"] < 0:
-        problems.append("launch=%d: give 0 for the latest launch, 1 for the one before it, and so on" % params["launch"])
+    problems = option_problems(params)
     if problems:
         module.fail_json(msg="Nothing was read: " + "; ".join(problems), changed=False)
 
     instance = Instance(params["state_dir"], params["name"])
-    report = dict(changed=False, launch=None, log=None, kernel=None, gpu_processes=None, gpu_processes_problem=None)
+    report = dict(changed=False, launch=None, log=None, kernel=None, gpu_processes=None, gpu_processes_problem=None,
+                  serving=None)
     try:
         recorded = instance.load()
         launches = instance.launches()
@@ -337,6 +474,7 @@ def main():
         # A server started before the launch history was kept: its state has the latest launch.
         launches = [dict((key, recorded.get(key)) for key in LAUNCH_FIELDS)]
     report["launches"] = len(launches)
+    report["serving"] = serving(params, recorded, launches, report["state"])
     if params["gpu_processes"]:
         if module.get_bin_path("nvidia-smi"):
             report["gpu_processes"], report["gpu_processes_problem"] = gpu_processes()

@@ -21,9 +21,9 @@ def server(tmp_path):
     run_module("sglang_server", state="stopped", state_dir=params["state_dir"], stop_timeout=5)
 
 
-def launch(server, scenario, generation):
-    params = dict(server, env={"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01",
-                               "SGLANG_STANDIN_SCENARIO": scenario, "GENERATION": str(generation)})
+def launch(server, scenario, generation, **env):
+    params = dict(server, env=dict({"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01",
+                                    "SGLANG_STANDIN_SCENARIO": scenario, "GENERATION": str(generation)}, **env))
     started = run_module("sglang_server", **params)
     waited = run_module("wait_for_server", log_path=server["log_path"], offset=started["offset"], pid=started["pid"],
                         timeout=60)
@@ -73,7 +73,8 @@ def test_diagnose_names_the_crash_two_launches_ago_in_its_report_on_the_controll
     assert diagnosis["state"]["running"] is True and diagnosis["launches"] == 3
     assert "gpu" in report["localhost"]
     verdicts = results["Say each node's verdict"]["msg"]
-    assert verdicts[0].startswith("localhost: running (pid %d); the launch 2 before the latest failed: RuntimeError"
+    assert verdicts[0].startswith("localhost: running and serving (pid %d); the launch 2 before the latest failed: "
+                                  "RuntimeError"
                                   % diagnosis["state"]["pid"])
     assert verdicts[1] == "Full report: %s" % report_path
 

@@ -146,8 +146,8 @@ def gpu_processes(run=subprocess.run):
 
 
 def verdict(report):
-    """One line for the operator, as a result may show it: whether the server runs and, when the chosen launch
-    failed, why."""
+    """One line for the operator, as a result may show it: whether the server runs, whether it serves (when
+    report's ``serving`` says, from serving.serves()) and, when the chosen launch failed, why."""
     return result_line(_verdict(report))
 
 
@@ -162,7 +162,14 @@ def _verdict(report):
         return "no launch recorded: %s" % report.get("problem", "nothing to diagnose")
     if state.get("running"):
         restarts = ", %d restarts by systemd" % state["restarts"] if state.get("restarts") else ""
-        head = "running (pid %s%s)" % (state.get("pid"), restarts)
+        serving = report.get("serving")
+        if serving is None:
+            head = "running (pid %s%s)" % (state.get("pid"), restarts)
+        elif serving["serving"]:
+            head = "running and serving (pid %s%s)" % (state.get("pid"), restarts)
+        else:
+            # Its process lives, but no token comes back: what /health said and what the generate did.
+            head = "running but not serving (pid %s%s): %s" % (state.get("pid"), restarts, serving["message"])
     else:
         head = "not running"
     log = report.get("log") or {}

@@ -159,6 +159,30 @@ def test_the_verdict_of_a_running_ready_server():
     assert line == "running (pid 7, 2 restarts by systemd); the latest launch got ready"
 
 
+def test_the_verdict_of_a_running_server_that_serves():
+    serving = {"serving": True, "message": "/health answered 200 in 0.0 s and POST /generate returned \" Paris.\""}
+    line = core.verdict(report(state={"running": True, "pid": 7}, log={"ready_line": "ready"}, serving=serving))
+    assert line == "running and serving (pid 7); the latest launch got ready"
+
+
+def test_the_verdict_of_a_running_server_that_does_not_serve_names_the_probe_and_the_logs_cause():
+    serving = {"serving": False, "message": "/health answered 200 in 0.0 s, but POST /generate gave no answer "
+                                            "within 30.0 s"}
+    failure = {"cause": "[TP0] torch.AcceleratorError: CUDA error: device-side assert triggered",
+               "diagnosis": {"id": "gpu_kernel_assert", "fix": "Install the kernel library."}}
+    line = core.verdict(report(state={"running": True, "pid": 7}, log={"ready_line": "ready", "failure": failure},
+                               serving=serving))
+    assert line == ("running but not serving (pid 7): /health answered 200 in 0.0 s, but POST /generate gave no "
+                    "answer within 30.0 s; the latest launch failed: [TP0] torch.AcceleratorError: CUDA error: "
+                    "device-side assert triggered [gpu_kernel_assert] Fix: Install the kernel library.")
+
+
+def test_the_verdict_of_a_server_whose_health_times_out_while_its_process_lives():
+    serving = {"serving": False, "message": "/health gave no answer within 10.0 s"}
+    line = core.verdict(report(state={"running": True, "pid": 7}, log={"ready_line": "ready"}, serving=serving))
+    assert line == "running but not serving (pid 7): /health gave no answer within 10.0 s; the latest launch got ready"
+
+
 def test_gpu_processes_from_nvidia_smi():
     def smi(argv, **kwargs):
         return subprocess.CompletedProcess(argv, 0, "4242, python3, 81234, GPU-abc\n", "")
