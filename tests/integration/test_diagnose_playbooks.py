@@ -57,6 +57,39 @@ def test_validate_names_the_cause_of_a_dead_server(server):
     assert "[cudnn_check] Fix: Set SGLANG_DISABLE_CUDNN_CHECK=1" in line
 
 
+def server_problems(results):
+    """validate's problems with the server's state and service (who it runs as is another check's)."""
+    return [problem for problem in results["Report the node"]["msg"]["problems"]
+            if problem.startswith("server: The server ")]
+
+
+def test_validate_fails_a_server_that_answers_health_but_brings_back_no_token(server):
+    launch(server, "ready", 1, SGLANG_STANDIN_GENERATE="scheduler-dies")
+    returncode, results = playbook("validate.yml", server, "-e", "sglang_server_port=%d" % server["port"],
+                                   "-e", "gpu_node_validate_generate_timeout=3")
+    assert returncode != 0
+    (line,) = server_problems(results)
+    assert line.startswith("server: The server sglang on localhost is running but not serving (pid "), line
+    assert "/health answered 200 in 0.0 s, but POST /generate gave no answer within " in line
+    assert ("the latest launch failed: torch.AcceleratorError: CUDA error: device-side assert triggered "
+            "[gpu_kernel_assert] Fix: ") in line
+    assert "The generate may take gpu_node_validate_generate_timeout=3 s" in line
+    assert results["Report the node"]["msg"]["serving"]["health"]["status"] == 200
+
+
+def test_validate_passes_the_server_check_of_a_server_that_serves_and_can_ask_health_alone(server):
+    launch(server, "ready", 1)
+    _returncode, results = playbook("validate.yml", server, "-e", "sglang_server_port=%d" % server["port"])
+    assert server_problems(results) == []
+    assert results["Report the node"]["msg"]["serving"]["generate"]["text"] == " Paris."
+    run_module("sglang_server", state="stopped", state_dir=server["state_dir"], stop_timeout=5)
+    launch(server, "ready", 2, SGLANG_STANDIN_GENERATE="hang")
+    _returncode, results = playbook("validate.yml", server, "-e", "sglang_server_port=%d" % server["port"],
+                                    "-e", "gpu_node_validate_generate=false")
+    assert server_problems(results) == []
+    assert results["Report the node"]["msg"]["serving"]["generate"] is None
+
+
 @pytest.mark.parametrize("check", [False, True])
 def test_diagnose_names_the_crash_two_launches_ago_in_its_report_on_the_controller(server, tmp_path, check):
     launch(server, "traceback", 1)
