@@ -56,7 +56,8 @@ def gate(server, tmp_path, generate=True, probe=False):
     environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                    ANSIBLE_STDOUT_CALLBACK="json")
     argv = [str(CHECKOUT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-            "-e", "ansible_python_interpreter=" + sys.executable, "-e", "sglang_server_state_dir=" + server["state_dir"],
+            "-e", "ansible_python_interpreter=" + sys.executable,
+            "-e", "sglang_server_state_dir=" + server["state_dir"],
             "-e", "sglang_server_port=%d" % server["port"], "-e", "sglang_server_api_key=" + server["api_key"],
             str(playbook)]
     try:
