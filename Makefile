@@ -207,8 +207,9 @@ ml-stack-real: toolchain engine
 demo: toolchain engine
 	$(DEMO_FIXTURES); tests/demo.sh
 
-# The execution environment, built here and running site against a fresh demo node through ansible-runner, as AWX
-# runs a job; not part of `make test` (minutes).
+# The root execution-environment.yml built as a user builds it, FROM a stand-in for Automation Platform 2.5's EE base
+# (ansible-core 2.16), running site against a fresh demo node through ansible-runner, as AWX runs a job; not part of
+# `make test` (minutes).
 ee: toolchain engine
 	$(DEMO_FIXTURES); tests/ee/run.sh
 
