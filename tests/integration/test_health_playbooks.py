@@ -174,3 +174,8 @@ def test_validate_fails_naming_the_unhealthy_gpu(tmp_path):
     assert returncode != 0
     (line,) = [problem for problem in results["Report the node"]["msg"]["problems"] if problem.startswith("preflight:")]
     assert "(1) %s" % SICK_PROBLEM in line
+    # The report carries the assessment itself, finding by finding.
+    health = results["Report the node"]["msg"]["gpu_health"]
+    assert health["verdict"] == "unhealthy"
+    assert [finding["id"] for gpu in health["gpus"] for finding in gpu["findings"]
+            if finding["severity"] == "unhealthy"] == ["row_remap_failure"]
