@@ -142,13 +142,10 @@ def switch_check(tmp_path, mode):
     (check,) = [task for task in switch["tasks"]
                 if task["name"] == "Check the node's GPUs again just before its switch"]
     play = tmp_path / "switch_check.yml"
-    play.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "gather_facts": False,
-        "tasks": [{"name": "Note the node as prepare does", "ansible.builtin.set_fact": {"gpu_node_upgrade": {
-            "from": "cu128", "to": "cu130", "needed": True, "resumed": False, "outcome": "prepared",
-            "diagnosis": None}}},
-                  check,
-                  {"name": "Show the note", "ansible.builtin.debug": {"var": "gpu_node_upgrade"}}]}]))
+    note = {"name": "Note the node as prepare does", "ansible.builtin.set_fact": {"gpu_node_upgrade": {
+        "from": "cu128", "to": "cu130", "needed": True, "resumed": False, "outcome": "prepared", "diagnosis": None}}}
+    show = {"name": "Show the note", "ansible.builtin.debug": {"var": "gpu_node_upgrade"}}
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [note, check, show]}]))
     returncode, results = playbook(play, mode)
     assert returncode == 0, results
     return results["Show the note"]["gpu_node_upgrade"]

@@ -127,8 +127,8 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
     assert "query('ansible.builtin.inventory_hostnames'" in write["ansible.builtin.copy"]["content"]
     assert write["when"] == "gpu_node_prometheus_sd_file | default('', true) | length > 0"
     # The alert rules are opt-in too, and the role's entry point writes them once on the controller.
-    assert alert_rules["ansible.builtin.include_role"] == {"name": "blackwell.gpu_node.monitoring",
-                                                          "tasks_from": "alert_rules"}
+    assert alert_rules["ansible.builtin.include_role"] == {
+        "name": "blackwell.gpu_node.monitoring", "tasks_from": "alert_rules"}
     assert alert_rules["when"] == "monitoring_alert_rules_file | default('', true) | length > 0"
     (check, template) = yaml.safe_load(
         (PLAYBOOKS.parent / "roles" / "monitoring" / "tasks" / "alert_rules.yml").read_text())

@@ -279,15 +279,15 @@ def generate(url, timeout, api_key=None, prompt=PROMPT, max_new_tokens=MAX_NEW_T
     result = {"serving": False, "status": None, "seconds": None, "reason": None, "problem": None, "text": None,
               "tokens": None}
     try:
-        result["status"], body = exchange(url, "POST", request.encode("utf-8"), headers, timeout, clock)
+        status, body = exchange(url, "POST", request.encode("utf-8"), headers, timeout, clock)
     except NoAnswer as exc:
         result.update(seconds=round(clock() - start, 3), reason=exc.reason, problem=_unanswered(exc, what, shown))
         return result
-    result["seconds"] = round(clock() - start, 3)
+    result.update(status=status, seconds=round(clock() - start, 3))
     answer_text = body.decode("utf-8", "replace")
-    if result["status"] != 200:
+    if status != 200:
         result.update(reason="http_status", problem="%s answered HTTP %d: %s" % (
-            what, result["status"], _shown(answer_text, shown) or "(no body)"))
+            what, status, _shown(answer_text, shown) or "(no body)"))
         return result
     try:
         answer = json.loads(answer_text)
@@ -347,8 +347,8 @@ def serves(base_url, timeout, api_key=None, generate_text=True, health_timeout=H
         found["serving"] = made["serving"]
         if made["serving"]:
             tokens = " (%d tokens)" % made["tokens"] if made["tokens"] is not None else ""
-            found["message"] = "%s and POST /generate returned %s%s in %.1f s" % (
-                said, json.dumps(made["text"], ensure_ascii=False), tokens, made["seconds"])
+            found["message"] = "%s and POST /generate returned %s%s in %s s" % (
+                said, json.dumps(made["text"], ensure_ascii=False), tokens, round(made["seconds"], 1))
         else:
             found["message"] = "%s, but %s" % (said, made["problem"])
     found["seconds"] = round(clock() - start, 3)
