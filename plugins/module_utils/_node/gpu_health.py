@@ -5,7 +5,8 @@
 """Tell a sick GPU from a healthy one before it serves: the core of gpu_health_info.
 
 Pure functions over what `nvidia-smi -q`, `nvidia-smi nvlink -e`, the kernel log (through kernel_log, the one
-reader of it) and `dcgmi diag` print, so that recorded outputs of real hosts test them; gather() runs the commands
+reader of it), `dcgmi diag` and the PCIe fabric between the GPUs (through pcie_fabric: ACS on the bridges, the
+IOMMU, nvidia-smi's P2P matrix) print, so that recorded outputs of real hosts test them; gather() runs the commands
 through the run callable it is given.
 
 Which finding counts as what is data (FINDINGS, XID_FINDINGS): each finding id has a severity (unhealthy, degraded
@@ -18,6 +19,11 @@ or info) that severity_overrides may change, and the action NVIDIA documents for
 - clock event (throttle) reasons: NVML's nvmlClocksEventReasons,
   https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksThrottleReasons.html
 - PCIe: `nvidia-smi --help-query-gpu`: "pcie.link.gen.current ... may be reduced when the GPU is not in use".
+- the PCIe fabric between GPUs (ACS redirection with the IOMMU translating, the IOMMU, peer-to-peer not
+  supported): NCCL's troubleshooting, "PCI Access Control Services (ACS)",
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs,
+  NVIDIA/nccl issue 2079, and the CUDA programming guide's "Host IOMMU Hardware, PCI Access Control Services, and
+  VMs"; pcie_fabric's docstring says what each finding rests on.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,6 +36,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import XID_MEANINGS, kernel_events
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import state_of
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import pcie_fabric
 
 SEVERITIES = ("unhealthy", "degraded", "info")
 # The node's verdict is its worst finding's severity; info findings leave it healthy.
@@ -51,6 +58,20 @@ ACTIONS = {
     "enable_persistence": "Run nvidia-persistenced, so that the driver stays initialised between processes.",
     "look_up_xid": "Look the Xid up in NVIDIA's Xid catalogue.",
     "read_dcgm_diag": "Read the diagnostic's message; rerun it after the fix, and open a case if it still fails.",
+    "disable_acs_or_iommu_pt": "Disable ACS on the bridges named: in the BIOS (its ACS, or IO virtualization / "
+                               "VT-d / AMD-Vi, setting), or at each boot with setpci -s <bridge> ECAP_ACS+0x6.w=0000; "
+                               "or put the IOMMU in passthrough (iommu=pt on the kernel command line) and reboot. "
+                               "Until then NCCL_P2P_DISABLE=1 (runtime_env_nccl_overrides) with "
+                               "sglang_server_disable_custom_all_reduce: true keeps the server from hanging, at a "
+                               "cost: NCCL passes the GPUs' traffic through host memory instead of peer-to-peer.",
+    "disable_acs": "For direct peer-to-peer between GPUs under one switch, disable ACS on the bridges named: in the "
+                   "BIOS, or at each boot with setpci -s <bridge> ECAP_ACS+0x6.w=0000.",
+    "iommu_passthrough": "Put the IOMMU in passthrough: iommu=pt on the kernel command line (beside intel_iommu=on "
+                         "or amd_iommu=on where the IOMMU is needed), then reboot; or turn IO virtualization (VT-d, "
+                         "AMD-Vi) off in the BIOS where no virtual machine or SR-IOV device needs it.",
+    "check_p2p": "The driver does no peer-to-peer between these GPUs (GeForce boards say GNS, a virtual machine's "
+                 "chipset CNS): NCCL goes through host memory. Set sglang_server_disable_custom_all_reduce: true, "
+                 "and accept it (severity_overrides) or move the GPUs where the driver supports peer-to-peer.",
 }
 
 # id: (severity, action, what it means)
@@ -98,6 +119,20 @@ FINDINGS = {
     "nvlink_errors": ("degraded", "check_nvlink", "NVLink error counters are not zero: a link retried or failed"),
     "dcgm_diag_failed": ("unhealthy", "read_dcgm_diag", "A DCGM diagnostic test failed"),
     "dcgm_diag_warning": ("degraded", "read_dcgm_diag", "A DCGM diagnostic test warned"),
+    "pcie_acs_redirect": ("unhealthy", "disable_acs_or_iommu_pt",
+                          "ACS on a PCIe bridge between GPUs redirects their peer-to-peer traffic to the root "
+                          "complex while the IOMMU translates it: NCCL hangs or crawls with more than one GPU per "
+                          "server"),
+    "pcie_acs_redirect_passthrough": ("info", "disable_acs",
+                                      "ACS on a PCIe bridge between GPUs sends their peer-to-peer traffic through "
+                                      "the root complex; the IOMMU does not translate it, so it works, slower than "
+                                      "across the switch"),
+    "iommu_translating": ("degraded", "iommu_passthrough",
+                          "The IOMMU translates the GPUs' DMA: NVIDIA does not support peer-to-peer copies between "
+                          "PCIe GPUs with the IOMMU on, on bare metal"),
+    "p2p_not_supported": ("degraded", "check_p2p",
+                          "The driver does no peer-to-peer between some GPUs: NCCL passes their traffic through host "
+                          "memory, slower"),
 }
 
 # Xid number: (severity, action), after the catalogue's resolution buckets: 13, 31, 43 and 45 are the
@@ -413,12 +448,14 @@ def verdict_of(findings):
     return next((VERDICT_OF[severity] for severity in SEVERITIES if severity in severities), "healthy")
 
 
-def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=None, severity_overrides=None):
+def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=None, severity_overrides=None,
+           fabric=None):
     """The node's health from what the commands printed.
 
     state, message: nvidia_smi.state_of() of `nvidia-smi -q` and what it said; details: its output; nvlink: the
     output of `nvidia-smi nvlink -e`; kernel_lines: the kernel log's lines since boot, None when it was not read;
-    dcgm_results: parse_dcgm_diag() of `dcgmi diag`'s output, None when it did not run."""
+    dcgm_results: parse_dcgm_diag() of `dcgmi diag`'s output, None when it did not run; fabric: pcie_fabric.observe()
+    of the PCIe fabric between the GPUs, None when it was not read."""
     severities = dict(severity_overrides or {})
     gpus = []
     for index, parsed in enumerate(parse_details(details) if state == "ok" else []):
@@ -441,6 +478,11 @@ def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=N
             finding["gpu"] = owner.facts["bus_id"]
             owner.findings.append(finding)
     node_findings.extend(_dcgm_findings(dcgm_results or [], severities))
+    fabric_summary = None
+    if fabric is not None:
+        weighed = pcie_fabric.weigh(fabric, [gpu.facts["bus_id"] for gpu in gpus])
+        node_findings.extend(make_finding(finding, evidence, severities) for finding, evidence in weighed["findings"])
+        fabric_summary = pcie_fabric.summary(fabric, weighed["mode"], weighed["problems"])
     every = node_findings + [finding for gpu in gpus for finding in gpu.findings]
     verdict = verdict_of(every)
     counts = dict((severity, sum(1 for finding in every if finding["severity"] == severity)) for severity in SEVERITIES)
@@ -452,20 +494,22 @@ def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=N
         reason = "%d unhealthy and %d degraded finding(s)" % (counts["unhealthy"], counts["degraded"])
     health = dict(verdict=verdict, reason=result_line(reason), state=state, counts=counts,
                   gpus=[dict(gpu.facts, findings=gpu.findings) for gpu in gpus], findings=node_findings,
-                  xid_count=events["xid_count"])
+                  xid_count=events["xid_count"], pcie_fabric=fabric_summary)
     health["summary"] = summary(health)
     return health
 
 
 def findings_of(health, severity):
-    """The node's findings of that severity: those of no GPU of the list first, then each GPU's in its order."""
+    """The node's findings of that severity: those of no GPU of the list first (the PCIe fabric's among them), then
+    each GPU's in its order."""
     every = list(health["findings"]) + [finding for gpu in health["gpus"] for finding in gpu["findings"]]
     return [finding for finding in every if finding["severity"] == severity]
 
 
 def where(finding, gpus):
     """Whose finding it is, as an operator finds it: "GPU 1 (00000000:00:07.0)" for a GPU nvidia-smi lists, the PCI
-    address of one it no longer lists (an Xid of a GPU fallen off the bus), "the node" for a DCGM result."""
+    address of one it no longer lists (an Xid of a GPU fallen off the bus), "the node" for a DCGM result or the PCIe
+    fabric between the GPUs."""
     for gpu in gpus:
         if finding.get("gpu") and finding["gpu"] == gpu["bus_id"]:
             return "GPU %d (%s)" % (gpu["index"], gpu["bus_id"])
@@ -495,12 +539,13 @@ def summary(health):
     return result_line(said)
 
 
-def gather(nvidia_smi, dcgmi, run, read_kernel_log, options):
+def gather(nvidia_smi, dcgmi, run, read_kernel_log, options, read_fabric=pcie_fabric.read_fabric):
     """The node's health, from this host's commands.
 
     nvidia_smi, dcgmi: paths of the commands, None where missing; run(argv) -> (rc, stdout, stderr), bounded;
     read_kernel_log() -> (lines, source, problem); options: severity_overrides, kernel_log, dcgm_diag,
-    dcgm_diag_level."""
+    dcgm_diag_level, pcie_fabric (read the PCIe fabric between the GPUs, through read_fabric() and, where nvidia-smi
+    lists more than one GPU, its P2P matrix; off when not given)."""
     if nvidia_smi is None:
         state, message, details, nvlink = "no_nvidia_smi", "nvidia-smi is not installed", "", ""
     else:
@@ -521,7 +566,11 @@ def gather(nvidia_smi, dcgmi, run, read_kernel_log, options):
             dcgm["results"] = parse_dcgm_diag(out)
             if not dcgm["results"]:
                 dcgm["problem"] = result_line((out + err).strip() or "dcgmi diag printed no result")
+    fabric = None
+    if options.get("pcie_fabric"):
+        gpu_count = len(parse_details(details)) if state == "ok" else 0
+        fabric = pcie_fabric.observe(read_fabric, run, nvidia_smi if state == "ok" else None, gpu_count)
     health = assess(state, result_line(message), details, nvlink, lines, dcgm and dcgm["results"],
-                    options["severity_overrides"])
+                    options["severity_overrides"], fabric)
     health.update(kernel_log=kernel, dcgm_diag=dcgm)
     return health

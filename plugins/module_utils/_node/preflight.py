@@ -362,6 +362,8 @@ def gpu_health_lines(health):
         lines["checked"].append("GPU health: %s" % health["reason"])
     if (health.get("kernel_log") or {}).get("problem"):
         lines["notes"].append("Xid errors since boot were not looked for: %s." % health["kernel_log"]["problem"])
+    for problem in (health.get("pcie_fabric") or {}).get("problems") or []:
+        lines["notes"].append("The PCIe fabric between the GPUs was not read whole: %s." % problem.rstrip("."))
     return lines
 
 
