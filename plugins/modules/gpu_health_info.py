@@ -28,6 +28,22 @@ description:
     notice) are not errors and are not read as such. An Xid of a GPU that no longer answers (Xid 79) belongs to
     the node's RV(findings)."
   - With O(dcgm_diag), C(dcgmi diag) at O(dcgm_diag_level) where NVIDIA DCGM is installed.
+  - "With O(pcie_fabric), the PCIe fabric between the GPUs, without C(lspci) - each NVIDIA GPU's path up to its root
+    port (C(/sys/bus/pci/devices)), the ACS Control register of each bridge on the paths between GPUs (from the
+    bridge's configuration space in sysfs), the IOMMU (C(/proc/cmdline), C(/sys/kernel/iommu_groups) and each GPU's
+    group type) and, where C(nvidia-smi) lists more than one GPU, C(nvidia-smi topo -p2p r) and C(w) and
+    C(nvidia-smi topo -m). A fabric on which NCCL hangs or falls back is named with its fix. A single GPU gets no
+    fabric finding, and neither does a pair of GPUs that C(nvidia-smi topo -m) links by NVLink."
+  - "The fabric's findings, after NCCL's troubleshooting guide (PCI Access Control Services) and the CUDA
+    programming guide (Host IOMMU Hardware, PCI Access Control Services, and VMs) - C(pcie_acs_redirect)
+    (V(unhealthy)) where ACS on a bridge between GPUs redirects their peer-to-peer traffic (ReqRedir, CmpltRedir
+    or EgressCtrl) while the IOMMU translates their DMA, on which NCCL hangs or crawls;
+    C(pcie_acs_redirect_passthrough) (V(info)) for the same ACS with the IOMMU in passthrough or off;
+    C(iommu_translating) (V(degraded)) where the IOMMU translates the GPUs' DMA (group type C(DMA) or C(DMA-FQ));
+    C(p2p_not_supported) (V(degraded)) where C(nvidia-smi topo -p2p) says a pair cannot do peer-to-peer (CNS, GNS,
+    TNS, NS, DR)."
+  - Reading a bridge's ACS needs root - the kernel gives others the first 64 bytes of its configuration space. Then
+    its ACS is V(unknown), said in RV(pcie_fabric.problems), and never a finding.
   - Each finding has a stable id, a severity, the evidence line, and the action NVIDIA documents for it. The
     severities follow NVIDIA's Xid catalogue (U(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html))
     and GPU Memory Error Management (U(https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html)); an
@@ -55,7 +71,9 @@ options:
         C(hw_power_brake_slowdown), C(sw_thermal_slowdown), C(sw_power_cap), C(temperature_above_max_operating),
         C(power_limit_below_default), C(pcie_width_degraded), C(pcie_gen_below_max), C(pcie_replays),
         C(fabric_not_ready), C(fabric_error), C(fabric_unhealthy), C(persistence_mode_disabled),
-        C(nvlink_errors), C(dcgm_diag_failed), C(dcgm_diag_warning), and C(xid_<number>) for any Xid."
+        C(nvlink_errors), C(dcgm_diag_failed), C(dcgm_diag_warning), C(pcie_acs_redirect),
+        C(pcie_acs_redirect_passthrough), C(iommu_translating), C(p2p_not_supported), and C(xid_<number>) for any
+        Xid."
       - Values are V(unhealthy), V(degraded) or V(info). An unknown id or severity fails the task, naming it.
     type: dict
     default: {}
@@ -82,6 +100,12 @@ options:
     description: Allow O(dcgm_diag_level) above 1, on a node drained of traffic (and raise O(timeout) for it).
     type: bool
     default: false
+  pcie_fabric:
+    description:
+      - Read the PCIe fabric between the GPUs (ACS on the bridges, the IOMMU, C(nvidia-smi)'s P2P matrix) and weigh
+        it. Turn it off where the node's GPUs serve one each, or accept one finding with O(severity_overrides).
+    type: bool
+    default: true
   timeout:
     description: Seconds each command may run before it is killed.
     type: int
@@ -108,6 +132,12 @@ EXAMPLES = r"""
     dcgm_diag: true
     severity_overrides:
       pcie_width_degraded: info
+
+- name: A node whose servers use one GPU each, where ACS redirection does not matter
+  blackwell.gpu_node.gpu_health_info:
+    severity_overrides:
+      pcie_acs_redirect: info
+      iommu_translating: info
 """
 
 RETURN = r"""
@@ -215,7 +245,8 @@ gpus:
           description:
             - What to do, as a token - V(none), V(restart_app), V(reset_gpu), V(reboot),
               V(drain_and_open_case), V(check_cooling_and_power), V(check_pcie_link), V(check_nvlink),
-              V(check_fabric_manager), V(enable_persistence), V(look_up_xid), V(read_dcgm_diag).
+              V(check_fabric_manager), V(enable_persistence), V(look_up_xid), V(read_dcgm_diag),
+              V(disable_acs_or_iommu_pt), V(disable_acs), V(iommu_passthrough), V(check_p2p).
           type: str
           sample: reset_gpu
         advice:
@@ -230,10 +261,92 @@ gpus:
 findings:
   description:
     - Findings that belong to no GPU of the list - Xids of a device C(nvidia-smi) no longer lists (fallen off the
-      bus), and C(dcgmi diag) results. Same keys as a GPU's findings.
+      bus), C(dcgmi diag) results, and the PCIe fabric's (between GPUs, so of the node). Same keys as a GPU's
+      findings; C(gpu) is null but for an Xid.
   returned: always
   type: list
   elements: dict
+  sample:
+    - id: pcie_acs_redirect
+      severity: unhealthy
+      evidence: "0000:02:08.0 (switch downstream port, above GPU 0 (0000:03:00.0)) ACSCtl: SrcValid+ TransBlk- ReqRedir+
+        CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-; ...; IOMMU groups: GPU 0 (0000:03:00.0) group 12 (DMA-FQ),
+        ...; kernel command line: intel_iommu=on"
+      action: disable_acs_or_iommu_pt
+      gpu: null
+pcie_fabric:
+  description:
+    - The PCIe fabric between the GPUs as read; null with O(pcie_fabric=false).
+  returned: always
+  type: dict
+  contains:
+    gpus:
+      description: Each NVIDIA GPU sysfs lists.
+      type: list
+      elements: dict
+      contains:
+        bdf:
+          description: Its PCI address as sysfs writes it.
+          type: str
+          sample: "0000:03:00.0"
+        driver:
+          description: The kernel driver bound to it; only GPUs bound to C(nvidia) count as serving.
+          type: str
+          sample: nvidia
+        path:
+          description: The bridges above it, from its root port down.
+          type: list
+          elements: str
+          sample: ["0000:00:00.0", "0000:01:00.0", "0000:02:08.0"]
+        iommu_group:
+          description: Its IOMMU group, null without one.
+          type: str
+        iommu_type:
+          description: Its IOMMU group's type - V(DMA) or V(DMA-FQ) translate, V(identity) passes DMA through.
+          type: str
+    bridges:
+      description: Each bridge on the GPUs' paths.
+      type: list
+      elements: dict
+      contains:
+        bdf:
+          description: Its PCI address.
+          type: str
+        port:
+          description: V(root port), V(switch upstream port), V(switch downstream port), ...; null when not read.
+          type: str
+        acs:
+          description:
+            - V(enabled), V(disabled), V(none) (no ACS capability), or V(unknown) when its configuration space could
+              not be read that far (not root).
+          type: str
+        acs_control:
+          description: The ACS Control register as lspci prints it, null unless read.
+          type: str
+          sample: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
+        redirect:
+          description: Whether ACS sends peer-to-peer traffic up to the root complex; null when not known.
+          type: bool
+    iommu:
+      description:
+        - C(mode) - what the IOMMU does with the serving GPUs' DMA (V(translating), V(passthrough), V(off),
+          V(unknown)); C(groups) - how many IOMMU groups the kernel made; C(cmdline) - the kernel command line's
+          IOMMU arguments.
+      type: dict
+      sample: {mode: passthrough, groups: 112, cmdline: ["amd_iommu=on", "iommu=pt"]}
+    p2p:
+      description:
+        - C(read) and C(write) - C(nvidia-smi topo -p2p r) and C(w) as {GPUi - {GPUj - code}}, where C(nvidia-smi)
+          lists more than one GPU; empty otherwise.
+      type: dict
+      sample: {read: {GPU0: {GPU1: OK}, GPU1: {GPU0: OK}}}
+    links:
+      description: C(nvidia-smi topo -m) as {GPUi - {GPUj - link}} (PIX, PXB, PHB, NODE, SYS, NV#).
+      type: dict
+    problems:
+      description: What could not be read, and why (ACS not readable without root, a command that printed no matrix).
+      type: list
+      elements: str
 xid_count:
   description: How many Xid lines the kernel log holds (the first 50 are read).
   returned: always
@@ -257,6 +370,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import check_options, gather
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import read_kernel_log
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.pcie_fabric import read_fabric
 
 ARGUMENT_SPEC = dict(
     severity_overrides=dict(type="dict", default={}),
@@ -264,6 +378,7 @@ ARGUMENT_SPEC = dict(
     dcgm_diag=dict(type="bool", default=False),
     dcgm_diag_level=dict(type="int", default=1, choices=[1, 2, 3, 4]),
     dcgm_diag_allow_long=dict(type="bool", default=False),
+    pcie_fabric=dict(type="bool", default=True),
     timeout=dict(type="int", default=120),
 )
 
@@ -283,7 +398,8 @@ def main():
         except OSError as exc:
             return 127, "", "%s: %s" % (argv[0], exc.strerror)
 
-    health = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("dcgmi"), run, read_kernel_log, params)
+    health = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("dcgmi"), run, read_kernel_log, params,
+                    read_fabric)
     module.exit_json(changed=False, **health)
 
 

@@ -17,7 +17,8 @@ author:
 description:
   - The observation and the decision of the C(blackwell.gpu_node.preflight) role, in one call.
   - Observes the host as Ansible's C(min) fact subset and M(blackwell.gpu_node.gpu_facts) do (and returns both as
-    facts), the GPUs' health as M(blackwell.gpu_node.gpu_health_info) reads it (where GPUs are seen), a pending
+    facts), the GPUs' health as M(blackwell.gpu_node.gpu_health_info) reads it (where GPUs are seen, the PCIe fabric
+    between them included), a pending
     reboot (C(/var/run/reboot-required) and its C(.pkgs)), the Fabric Manager, NVSwitch and NVLink
     subnet manager packages C(dpkg-query) knows, the model directory and its C(config.json), the free space where
     the virtualenv is or will be, the interpreter the virtualenv is made with (running O(venv_probe) with it), the
@@ -245,7 +246,7 @@ checked:
 gpu_health:
   description:
     - The GPUs' health as M(blackwell.gpu_node.gpu_health_info) returns it (C(verdict), C(reason), C(summary),
-      C(counts), C(gpus) with their C(findings), C(findings), C(kernel_log)), weighed with
+      C(counts), C(gpus) with their C(findings), C(findings), C(kernel_log), C(pcie_fabric)), weighed with
       O(settings.gpu_health_severity_overrides); null where no GPU was seen, C(problem) alone where those overrides
       are not valid.
   returned: always
@@ -275,6 +276,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_healt
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import read_kernel_log
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gather_host
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.pcie_fabric import read_fabric
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     evaluate,
     gpu_health_lines,
@@ -355,7 +357,8 @@ def gpu_health(module, settings, gpu, run):
     """The GPUs' health with the inventory's severities, or None where gpu_facts saw no GPU."""
     def assess(overrides):
         return gather_gpu_health(module.get_bin_path("nvidia-smi"), None, run, read_kernel_log, dict(
-            severity_overrides=overrides, kernel_log=True, dcgm_diag=False, dcgm_diag_level=QUICK_DCGM_LEVEL))
+            severity_overrides=overrides, kernel_log=True, dcgm_diag=False, dcgm_diag_level=QUICK_DCGM_LEVEL,
+            pcie_fabric=True), read_fabric)
     return gpu_health_state(settings, gpu, assess)
 
 

@@ -36,6 +36,9 @@ def h200(monkeypatch):
                         lambda self, name, *args, **kwargs: "/usr/bin/" + name if name == "nvidia-smi" else None)
     monkeypatch.setattr(module, "read_kernel_log", lambda: (
         (DATA / "h200" / "gpu_health_kernel.txt").read_text().splitlines(), "/dev/kmsg", None))
+    # No sysfs tree was recorded on the H200: its one GPU, read from sysfs as a tree without it.
+    monkeypatch.setattr(module, "read_fabric", lambda: dict(gpus=[], bridges={}, problem=None,
+                                                            iommu=dict(groups=0, cmdline=[])))
     return calls
 
 
@@ -46,6 +49,17 @@ def test_the_h200_is_healthy_and_nothing_changed_even_in_check_mode(h200, capsys
     assert h200 == [(["/usr/bin/nvidia-smi", "-q"], 30), (["/usr/bin/nvidia-smi", "nvlink", "-e"], 30)]
     assert result["kernel_log"] == {"read": True, "source": "/dev/kmsg", "problem": None}
     assert result["summary"] == "healthy: 1 GPU(s), no unhealthy or degraded finding"
+    # One GPU: no P2P matrix asked of nvidia-smi, no fabric finding.
+    assert result["pcie_fabric"] == dict(gpus=[], bridges=[], iommu=dict(groups=0, cmdline=[], mode="off"), p2p={},
+                                         links={}, problems=[])
+
+
+def test_the_pcie_fabric_is_not_read_when_turned_off(h200, capsys, monkeypatch):
+    def read_fabric():
+        raise AssertionError("the fabric was read")
+    monkeypatch.setattr(module, "read_fabric", read_fabric)
+    result = result_of({"pcie_fabric": False}, capsys, monkeypatch)
+    assert (result["verdict"], result["pcie_fabric"]) == ("healthy", None)
 
 
 def test_dcgm_asked_where_it_is_missing_says_so(h200, capsys, monkeypatch):
