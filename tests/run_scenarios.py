@@ -112,18 +112,24 @@ def core_container_name(version):
     return "blackwell-core-" + version
 
 
+def core_home(checkout, version):
+    """The HOME of a core's containers, in the checkout: each step runs in a container of its own, and molecule keeps
+    what it created and converged there between them, apart from the host's."""
+    return Path(checkout) / ".build" / ("home-core-" + version)
+
+
 def core_container(version, image, checkout, mounts, env):
     """The `docker run` that runs a command of a core's job in a container of image. Only the variables a step
-    needs go in: the core's PATH and collections path, and the images and fixtures the scenarios name
-    (BLACKWELL_*), each fixture mounted at its own path, as the playbooks read them on the controller too; the
-    container's own HOME keeps molecule's state apart from the host's."""
+    needs go in: the core's PATH and collections path, the images and fixtures the scenarios name (BLACKWELL_*),
+    each fixture mounted at its own path, as the playbooks read them on the controller too, and a HOME of the core's
+    own (core_home)."""
     names = sorted(name for name in env if name.startswith("BLACKWELL_")
                    or name in ("PATH", "ANSIBLE_COLLECTIONS_PATH", "PY_COLORS", "ANSIBLE_FORCE_COLOR"))
     fixtures = [env[name] for name in names if name.startswith("BLACKWELL_") and os.path.isabs(env[name])
                 and os.path.exists(env[name])]
     argv = ["docker", "run", "--rm", "--name", core_container_name(version), "--network", "host",
             "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", "/usr/bin/docker:/usr/bin/docker:ro",
-            "-v", "%s:%s" % (checkout, checkout), "-w", str(checkout)]
+            "-v", "%s:%s" % (checkout, checkout), "-w", str(checkout), "-e", "HOME=%s" % core_home(checkout, version)]
     for mount in list(mounts) + fixtures:
         argv += ["-v", "%s:%s:ro" % (mount, mount)]
     for name in names:

@@ -80,7 +80,10 @@ def test_a_core_in_a_container_runs_the_same_steps_there_with_its_own_molecule(t
         variables = dict(options[i + 1].split("=", 1) for i, option in enumerate(options) if option == "-e")
         # The container's own PATH behind the core's, never the host's; nothing it does not need.
         assert variables["PATH"] == "/venvs/core-2.21/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        assert variables["BLACKWELL_IMAGE_DEBIAN12"] == "img:1" and "SECRET" not in variables and "HOME" not in variables
+        assert variables["BLACKWELL_IMAGE_DEBIAN12"] == "img:1" and "SECRET" not in variables
+        # Not the host's HOME: one in the checkout, the same for every step, where molecule keeps its state between
+        # the steps' containers (idempotence refuses an instance it does not know converged).
+        assert variables["HOME"] == str(tmp_path / ".build" / "home-core-2.21")
         assert variables["ANSIBLE_COLLECTIONS_PATH"].split(":")[0] == str(tmp_path / ".build" / "collections")
     # molecule is the core's own: the toolchain's runs on a Python the container does not have.
     assert steps[3][1][-3:] == ["converge", "-s", "default"] and steps[3][1][-4] == "/venvs/core-2.21/bin/molecule"
