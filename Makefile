@@ -34,7 +34,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
 
-.PHONY: help test toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
+.PHONY: help test core-venvs toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade bench-installer bench-diagnoses ml-stack-real device-evidence mutation
 
 help:
@@ -59,19 +59,30 @@ help:
 # installed tarball, mostly one process each; sanity, pylint and friends in ansible-test's own virtualenvs on three
 # cores; the integration tests, Ansible against real processes on this machine, no containers; the hostile-user
 # suite), beside the molecule scenarios, which spend much of their time waiting on apt, pip and the servers they
-# start. The virtualenvs of the other cores are made first, as both sides use them. Each step's output is kept in
-# .build/STEP.log and printed when all are done; any failing fails `make test`.
+# start. Meanwhile the other cores' virtualenvs are made side by side (pip mostly waits on the network), before
+# the scenarios and sanity, which use them; once the steps beside are done, the scenarios take a third lane. Each
+# step's output is kept in .build/STEP.log and printed when all are done, with its seconds; any failing fails
+# `make test`.
 BESIDE := units lint installed node-python sanity integration hostile
-test: toolchain engine $(addsuffix /.installed,$(CORE_VENVS))
+BESIDE_DONE := $(CURDIR)/.build/beside.done
+CORE_VENVS_DONE := $(CURDIR)/.build/core-venvs.done
+test: toolchain engine
 	mkdir -p $(CURDIR)/.build
+	rm -f $(CURDIR)/.build/beside.times $(BESIDE_DONE) $(CORE_VENVS_DONE)
 	@echo "==> $(BESIDE) one after another beside molecule; their output in $(foreach step,$(BESIDE),$(CURDIR)/.build/$(step).log)"
-	{ beside_status=0; for step in $(BESIDE); do \
-	    $(MAKE) --no-print-directory $$step >$(CURDIR)/.build/$$step.log 2>&1 || beside_status=1; done; \
-	  exit $$beside_status; } & beside=$$!; \
-	molecule_status=0; $(MAKE) --no-print-directory molecule || molecule_status=$$?; \
+	{ beside_status=0; for step in $(BESIDE); do started=$$SECONDS; step_status=passed; \
+	    if [ $$step = sanity ]; then while [ ! -e $(CORE_VENVS_DONE) ]; do sleep 2; done; fi; \
+	    $(MAKE) --no-print-directory $$step >$(CURDIR)/.build/$$step.log 2>&1 || { beside_status=1; step_status=FAILED; }; \
+	    printf '    %-22s %-28s %5d s\n' $$step $$step_status $$((SECONDS - started)) >>$(CURDIR)/.build/beside.times; done; \
+	  touch $(BESIDE_DONE); exit $$beside_status; } & beside=$$!; \
+	venvs_status=0; $(MAKE) --no-print-directory -j3 core-venvs || venvs_status=$$?; echo $$venvs_status >$(CORE_VENVS_DONE); \
+	molecule_status=0; $(MAKE) --no-print-directory molecule WIDEN_WHEN=$(BESIDE_DONE) || molecule_status=$$?; \
 	beside_status=0; wait $$beside || beside_status=$$?; \
 	for step in $(BESIDE); do echo "==> $$step:"; cat $(CURDIR)/.build/$$step.log; done; \
+	echo "==> beside molecule, one after another:"; cat $(CURDIR)/.build/beside.times; \
 	[ $$molecule_status = 0 ] && [ $$beside_status = 0 ]
+
+core-venvs: $(addsuffix /.installed,$(CORE_VENVS))
 
 $(BIN)/.toolchain: requirements/tools.txt
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || tests/fixtures/require-debian-package.sh python3-venv
@@ -193,10 +204,11 @@ $(addsuffix /.installed,$(CONTAINER_CORE_VENVS)): $(CURDIR)/.build/core-%/.insta
 	touch $@
 
 # `make molecule SCENARIO=NAME` runs one scenario, with the images and fixtures it needs built. Without it, every
-# scenario and every other core's job, MOLECULE_LANES (default 2) at once, each one's output in
-# .build/molecule/NAME.log, all printed at the end with a line per job (tests/run_scenarios.py).
+# scenario and every other core's job, MOLECULE_LANES (default 2) at once, and one more once WIDEN_WHEN (a path)
+# exists, each one's output in .build/molecule/NAME.log, all printed at the end with a line per job
+# (tests/run_scenarios.py).
 molecule: toolchain engine $(if $(SCENARIO),,$(addsuffix /.installed,$(CORE_VENVS)))
-	$(FIXTURES); $(if $(SCENARIO),molecule test -s $(SCENARIO),python tests/run_scenarios.py $(foreach core,$(CORES),\
+	$(FIXTURES); $(if $(SCENARIO),molecule test -s $(SCENARIO),python tests/run_scenarios.py $(if $(WIDEN_WHEN),--widen-when $(WIDEN_WHEN)) $(foreach core,$(CORES),\
 	  --core $(core)=$(CURDIR)/.build/core-$(core)$(if $(filter $(core),$(CONTAINER_CORES)),@$$(tests/fixtures/base_image/build.sh debian13))))
 
 # The ml_stack role installing the real cu128 stack from PyPI (several GB of wheels); not part of `make test`.

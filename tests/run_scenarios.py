@@ -8,10 +8,13 @@ the lanes end together. The containers share the host's network, which is why no
 --core VERSION=VENV adds a job for another ansible-core the collection supports, named CORE_SCENARIO@VERSION:
 the unit tests on that core's Python, a syntax check of every playbook and the default scenario's converge and
 idempotence on a fresh instance (destroyed after, whatever failed), with the virtualenv's ansible-core first on
-PATH. It never runs beside the default scenario itself, whose container and ports it shares. --core VERSION=VENV@IMAGE runs each of those steps in a container of IMAGE (a core that needs a
-newer Python than this machine's, with the virtualenv made there): on the host's network, with the checkout and the
-toolchain's collections at their own paths, the host's Docker Engine and its client, and molecule from the
-virtualenv.
+PATH. It never runs beside the default scenario itself, whose container and ports it shares.
+--core VERSION=VENV@IMAGE runs each of those steps in a container of IMAGE (a core that needs a newer Python than
+this machine's, with the virtualenv made there): on the host's network, with the checkout and the toolchain's
+collections at their own paths, the host's Docker Engine and its client, and molecule from the virtualenv.
+
+--widen-when PATH opens one more lane once PATH exists: `make test` runs other steps beside the scenarios, and
+when they are done, a core they no longer use is free.
 
 A job's output goes to .build/molecule/NAME.log. When all are done, the logs are printed (those of failed jobs
 last), then a line per job: passed or failed, and its seconds. A job that runs past --timeout is killed with every
@@ -30,31 +33,32 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
 from process_tree import kill_tree  # noqa: E402
 
-# Seconds each scenario took in `make test` on CI's 2 cores, one scenario at a time: only the order the lanes take
-# them in depends on these. A scenario missing here counts as DEFAULT_SECONDS.
+# Seconds each job took in `make test` on CI's 2 cores, two lanes beside the other steps: only the order the lanes
+# take them in depends on these. A scenario missing here counts as DEFAULT_SECONDS.
 SECONDS = {
-    "benchmark": 143,
-    "cuda": 390,
-    "cuda_errors": 163,
-    "default": 164,
-    "diagnose": 67,
-    "driver": 240,
-    "fabric": 159,
-    "ml_stack": 300,
-    "ml_stack_errors": 410,
-    "monitoring": 150,
-    "preflight": 150,
-    "runtime_env": 250,
-    "runtime_env_errors": 150,
-    "sglang_failure": 150,
-    "sglang_multinode": 150,
-    "sglang_systemd": 200,
-    "upgrade": 1500,
-    "upgrade_fleet": 400,
+    "benchmark": 89,
+    "cuda": 229,
+    "cuda_errors": 110,
+    "default": 132,
+    "diagnose": 55,
+    "driver": 147,
+    "fabric": 103,
+    "ml_stack": 166,
+    "ml_stack_errors": 279,
+    "monitoring": 99,
+    "preflight": 74,
+    "runtime_env": 46,
+    "runtime_env_errors": 40,
+    "sglang_failure": 22,
+    "sglang_multinode": 35,
+    "sglang_systemd": 97,
+    "upgrade": 603,
+    "upgrade_fleet": 366,
 }
 DEFAULT_SECONDS = 300
-# What a job of another core adds to its scenario: the unit tests and the syntax check.
-CORE_SECONDS = 60
+# What a job of another core takes beside its scenario's converge and idempotence: the unit tests and the syntax
+# check, less the scenario's verify and side effect it does not run.
+CORE_SECONDS = -10
 # The scenario another core converges: the whole site on one fresh node, then idempotence. Its verify and side
 # effect (validate) prove the collection, not the core, and run in the scenario's own job. The last action, destroy,
 # also runs when an earlier step fails.
@@ -186,6 +190,15 @@ class Lanes:
             self.done(name, status, seconds)
             self.say("%s: %s in %d s" % (name, verdict(status), seconds))
 
+    def run_once(self, lane, path, sleep=time.sleep):
+        """run(lane) from when path exists; nothing if every job has started by then."""
+        while not os.path.exists(path):
+            with self.changed:
+                if not self.waiting:
+                    return
+            sleep(2)
+        self.run(lane)
+
     def steps(self, name):
         if "@" in name:
             version = name.split("@", 1)[1]
@@ -243,6 +256,8 @@ def main(argv=None):
     parser.add_argument("--lanes", type=int, default=int(os.environ.get("MOLECULE_LANES", "2")),
                         help="scenarios run at once (MOLECULE_LANES, default 2)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds one job may take (default 3600)")
+    parser.add_argument("--widen-when", metavar="PATH",
+                        help="open one more lane once PATH exists (when what ran beside the scenarios is done)")
     parser.add_argument("--core", action="append", default=[], metavar="VERSION=VENV[@IMAGE]",
                         help="also run the ansible-core VERSION installed in virtualenv VENV, in a container of IMAGE "
                         "where given (repeatable)")
@@ -262,6 +277,8 @@ def main(argv=None):
     jobs = (args.names or known) + ["%s@%s" % (CORE_SCENARIO, version) for version in sorted(cores)]
     lanes = Lanes(longest_first(jobs), logs, args.timeout, cores)
     threads = [threading.Thread(target=lanes.run, args=(lane,)) for lane in range(1, max(1, args.lanes) + 1)]
+    if args.widen_when:
+        threads.append(threading.Thread(target=lanes.run_once, args=(len(threads) + 1, args.widen_when)))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -270,7 +287,8 @@ def main(argv=None):
     for name, status, _seconds in sorted(lanes.results, key=lambda result: result[1] != 0):
         print("==> %s (%s): %s" % (name, verdict(status), logs / (name + ".log")), flush=True)
         sys.stdout.write((logs / (name + ".log")).read_text(errors="replace"))
-    print("==> molecule, %d lane(s):" % args.lanes)
+    print("==> molecule, %d lane(s)%s:" % (args.lanes, ", one more once %s existed" % args.widen_when
+                                           if args.widen_when else ""))
     for name, status, seconds in sorted(lanes.results):
         print("    %-22s %-28s %5d s" % (name, verdict(status), seconds))
     return 0 if all(status == 0 for _name, status, _seconds in lanes.results) else 1
