@@ -2,8 +2,8 @@
 # Usage (repository root, on the lent GPU host):
 #   GPU_NODE_COMMIT=<git commit of this tree> tests/device/record_site.sh OUTPUT_DIR STACK_INDEX
 # The device run that finishes every change to a role or module: the site playbook for real with a
-# local connection and GPUs required, twice (the second must change nothing), then validate and
-# stop. preflight, cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack
+# local connection and GPUs required, twice (the second must change nothing), then validate, the
+# health playbook and gpu_health_info (health.txt, health.json, gpu_health_module.txt), and stop. preflight, cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack
 # index fixture (STACK_INDEX, carried along: the host has no internet), runtime_env and
 # sglang_server (the index's sglang is the stand-in, holding GPU memory through torch).
 # site_commit.txt names the commit and the digest of the code that ran (tests/device/tree_digest.sh);
@@ -67,6 +67,12 @@ summary() { grep -E '^\$|^\[exit|PLAY RECAP|^localhost|"msg"|problem|fatal' "$1"
 playbook site >"$out/site.txt" 2>&1
 playbook site >/tmp/site_again.txt 2>&1
 playbook validate >/tmp/validate.txt 2>&1
+# The GPUs' health: the health playbook (a verdict line, the JSON report) and gpu_health_info's whole result.
+playbook health -e "gpu_node_health_report=$out/health.json" >"$out/health.txt" 2>&1
+{ echo "\$ ansible localhost -m blackwell.gpu_node.gpu_health_info -a '{\"dcgm_diag\": true}'"
+  python3 /tmp/site/bin/ansible localhost -c local -i localhost, -e ansible_python_interpreter=/usr/bin/python3 \
+    -m blackwell.gpu_node.gpu_health_info -a '{"dcgm_diag": true}'
+  echo "[exit $?]"; } >"$out/gpu_health_module.txt" 2>&1
 grep -q 'localhost *: ok=[0-9]* *changed=0 ' /tmp/site_again.txt || { echo "the second run changed something" >>"$out/site_commit.txt"; failed=1; }
 { summary /tmp/site_again.txt; summary /tmp/validate.txt; } >"$out/site_again.txt"
 { ldconfig -p | grep -E 'libcudart|libnvrtc'; ls -la /etc/ld.so.conf.d /usr/local/cuda; cat /etc/profile.d/blackwell-gpu-node-cuda.sh
