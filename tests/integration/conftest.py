@@ -47,6 +47,19 @@ def run_module(module_name, check_mode=False, run_timeout=300, prefix=(), **args
     return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
+def run_prometheus_sd(inventory, *options):
+    """ansible-playbook prometheus_sd against inventory (a path), with this Python for localhost; the completed
+    process. AssertionError, after killing every process it started, past 300 s."""
+    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_FORCE_COLOR="0")
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory),
+            "-e", "ansible_python_interpreter=" + sys.executable,
+            str(CHECKOUT / "playbooks" / "prometheus_sd.yml")] + list(options)
+    try:
+        return run_bounded(argv, timeout=300, env=environ)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("prometheus_sd did not end within 300 s; its processes were killed")
+
+
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

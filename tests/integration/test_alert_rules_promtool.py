@@ -6,11 +6,9 @@ promtool and prometheus come from Debian's prometheus package, unpacked by tests
 machine where it cannot be had fails these tests rather than skipping them."""
 import importlib.util
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -20,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CHECKOUT, COLLECTIONS, free_port
+from conftest import CHECKOUT, free_port, run_prometheus_sd
 from process_tree import kill_tree, run_bounded
 
 TESTS = CHECKOUT / "tests" / "integration" / "alert_rules"
@@ -47,14 +45,7 @@ def playbook(tmp, *options):
     inventory = tmp / "hosts.ini"
     if not inventory.exists():
         inventory.write_text(INVENTORY % (free_port(), free_port()))
-    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_FORCE_COLOR="0")
-    argv = [str(CHECKOUT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory),
-            "-e", "ansible_python_interpreter=" + sys.executable,
-            str(CHECKOUT / "playbooks" / "prometheus_sd.yml")] + list(options)
-    try:
-        return run_bounded(argv, timeout=300, env=environ)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("prometheus_sd did not end within 300 s; its processes were killed")
+    return run_prometheus_sd(inventory, *options)
 
 
 # gpu-1 serves both endpoints on 127.0.0.1 (SGLang's port, then the exporter's); gpu-2 neither.

@@ -1,11 +1,7 @@
 """The playbook prometheus_sd, run for real on the controller with an inventory of three nodes."""
 import json
-import os
-import subprocess
-import sys
 
-from conftest import CHECKOUT, COLLECTIONS
-from process_tree import run_bounded
+from conftest import run_prometheus_sd
 
 INVENTORY = """
 [gpu_nodes]
@@ -21,14 +17,7 @@ ansible_connection=local
 def run(tmp_path, *options):
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(INVENTORY)
-    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS))
-    argv = [str(CHECKOUT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory),
-            "-e", "ansible_python_interpreter=" + sys.executable,
-            str(CHECKOUT / "playbooks" / "prometheus_sd.yml")] + list(options)
-    try:
-        return run_bounded(argv, timeout=300, env=environ)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("prometheus_sd did not end within 300 s; its processes were killed")
+    return run_prometheus_sd(inventory, *options)
 
 
 def test_the_file_lists_every_nodes_endpoints_even_in_a_limited_run(tmp_path):

@@ -8,6 +8,8 @@ import the code the way Ansible does either way.
 import sys
 from pathlib import Path
 
+import pytest
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 COLLECTIONS = CHECKOUT / ".build" / "collections"
 
@@ -27,3 +29,17 @@ if ROOT is None:
                        "an ansible_collections/blackwell/gpu_node checkout)" % COLLECTIONS)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def recorder():
+    """recorder(outputs) -> (run, calls): a stand-in for the run(argv) a core is given, answering from outputs (a
+    dict of argv without the program's name -> what run returns) and noting each argv in calls."""
+    def make(outputs):
+        calls = []
+
+        def run(argv):
+            calls.append(argv)
+            return outputs[tuple(argv[1:])]
+        return run, calls
+    return make

@@ -255,19 +255,10 @@ def test_a_failed_dcgm_test_is_unhealthy_with_its_warning_and_passes_are_not_fin
     assert len(passed) == 9 and assess(text("h200/gpu_health_q.txt"), dcgm_results=passed)["findings"] == []
 
 
-def recorder(outputs):
-    calls = []
-
-    def run(argv):
-        calls.append(argv)
-        return outputs[tuple(argv[1:])]
-    return run, calls
-
-
 OPTIONS = dict(severity_overrides={}, kernel_log=True, dcgm_diag=False, dcgm_diag_level=1)
 
 
-def test_gather_runs_the_commands_as_argv_and_reads_the_kernel_log_through_its_core():
+def test_gather_runs_the_commands_as_argv_and_reads_the_kernel_log_through_its_core(recorder):
     run, calls = recorder({("-q",): (0, text("h200/gpu_health_q.txt"), ""),
                            ("nvlink", "-e"): (0, "", "")})
     health = core.gather("/usr/bin/nvidia-smi", None, run,
@@ -285,7 +276,7 @@ def test_gather_says_why_without_nvidia_smi_or_dcgmi():
     assert "dcgmi is not installed" in health["dcgm_diag"]["problem"]
 
 
-def test_gather_runs_dcgmi_at_the_level_asked():
+def test_gather_runs_dcgmi_at_the_level_asked(recorder):
     run, calls = recorder({("-q",): (0, text("h200/gpu_health_q.txt"), ""), ("nvlink", "-e"): (0, "", ""),
                            ("diag", "-r", "1"): (226, text("gpu_health/dcgmi-diag-r2-pcie-fail.txt"), "")})
     health = core.gather("/usr/bin/nvidia-smi", "/usr/bin/dcgmi", run, None,

@@ -399,19 +399,10 @@ def test_acs_unknown_without_root_is_a_preflight_note_not_a_problem(tmp_path):
     assert [bridge["acs"] for bridge in health["pcie_fabric"]["bridges"]] == ["unknown"] * 4
 
 
-def recorder(outputs):
-    calls = []
-
-    def run(argv):
-        calls.append(argv)
-        return outputs[tuple(argv[1:])]
-    return run, calls
-
-
 OPTIONS = dict(severity_overrides={}, kernel_log=False, dcgm_diag=False, dcgm_diag_level=1, pcie_fabric=True)
 
 
-def test_gather_reads_the_p2p_matrix_where_nvidia_smi_lists_two_gpus(tmp_path):
+def test_gather_reads_the_p2p_matrix_where_nvidia_smi_lists_two_gpus(tmp_path, recorder):
     gns = (DATA / "gpu_health" / "p2p-rtx5090-2gpu-gns.txt").read_text()
     run, calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", ""),
                            ("topo", "-p2p", "r"): (0, gns, ""), ("topo", "-p2p", "w"): (0, gns, ""),
@@ -424,7 +415,7 @@ def test_gather_reads_the_p2p_matrix_where_nvidia_smi_lists_two_gpus(tmp_path):
     assert health["pcie_fabric"]["p2p"]["write"] == {"GPU0": {"GPU1": "GNS"}, "GPU1": {"GPU0": "GNS"}}
 
 
-def test_a_p2p_command_that_fails_is_a_problem_not_a_finding(tmp_path):
+def test_a_p2p_command_that_fails_is_a_problem_not_a_finding(tmp_path, recorder):
     run, _calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", ""),
                             ("topo", "-p2p", "r"): (2, "", "Invalid combination of input arguments."),
                             ("topo", "-p2p", "w"): (2, "", "Invalid combination of input arguments."),
@@ -436,7 +427,7 @@ def test_a_p2p_command_that_fails_is_a_problem_not_a_finding(tmp_path):
         "nvidia-smi topo -p2p r printed no matrix (exit status 2): Invalid combination of input arguments.")
 
 
-def test_the_real_single_h200_has_no_fabric_finding_and_runs_no_topology_command(tmp_path):
+def test_the_real_single_h200_has_no_fabric_finding_and_runs_no_topology_command(tmp_path, recorder):
     # tests/data/h200: one H200, no sysfs tree recorded; read here from none at all.
     run, calls = recorder({("-q",): (0, (DATA / "h200" / "gpu_health_q.txt").read_text(), ""),
                            ("nvlink", "-e"): (0, "", "")})
@@ -447,7 +438,7 @@ def test_the_real_single_h200_has_no_fabric_finding_and_runs_no_topology_command
     assert health["findings"] == [] and health["pcie_fabric"]["gpus"] == []
 
 
-def test_the_real_2x_h200_linked_by_nvlink_has_no_fabric_finding(tmp_path):
+def test_the_real_2x_h200_linked_by_nvlink_has_no_fabric_finding(tmp_path, recorder):
     host = (DATA / "h200" / "host.txt").read_text()
     topology = host.split("$ sh -c nvidia-smi topo -m\n")[1].split("\n[exit ")[0]
     run, _calls = recorder({("-q",): (0, (DATA / "h200" / "nvidia-smi-q.txt").read_text(), ""),
@@ -459,7 +450,7 @@ def test_the_real_2x_h200_linked_by_nvlink_has_no_fabric_finding(tmp_path):
     assert health["pcie_fabric"]["links"] == {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}
 
 
-def test_the_fabric_is_not_read_when_turned_off(tmp_path):
+def test_the_fabric_is_not_read_when_turned_off(tmp_path, recorder):
     run, calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", "")})
 
     def read():
