@@ -133,7 +133,7 @@ def test_a_widened_lane_takes_jobs_only_once_its_path_exists(tmp_path, monkeypat
     assert waits == [2, 2, 2] and ran == ["a", "b"]
     # With every job started, it never waits for a path that does not come.
     lanes = Lanes([], tmp_path, 60)
-    lanes.run_once(3, str(tmp_path / "never"), sleep=lambda seconds: waits.append(seconds))
+    lanes.run_once(3, str(tmp_path / "never"), sleep=waits.append)
     assert len(waits) == 3
 
 

@@ -20,7 +20,7 @@ N1SDP = (DATA / "gpu_health" / "lspci-vvxxx-n1sdp-plx8749-acs-excerpt.txt").read
 ROOT_PORT, UPSTREAM, DOWNSTREAM_A, DOWNSTREAM_B = "0000:00:00.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0"
 GPU_A, GPU_B = "0000:03:00.0", "0000:04:00.0"
 # What nvidia-smi -q names the same GPUs.
-BUS_IDS = ["00000000:03:00.0", "00000000:04:00.0"]
+BUS_IDS = ("00000000:03:00.0", "00000000:04:00.0")
 REDIRECTING = "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
 # The extended capabilities lspci names in the N1SDP excerpt, by their PCIe capability id.
 EXTENDED_IDS = {"Advanced Error Reporting": 0x01, "Virtual Channel": 0x02, "Device Serial Number": 0x03,
