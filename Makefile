@@ -115,28 +115,33 @@ $(GET_PIP_CACHE): tests/sanity/get_pip.py
 	mkdir -p $(dir $@)
 	cp tests/sanity/get_pip.py $@
 
-# ansible-test sanity on the oldest supported core, the toolchain's and the newest, each in its own virtualenvs. The
-# newest runs in the Debian 13 image, with a HOME of its own here (ansible-test's virtualenvs and get-pip cache), kept
-# between runs as the host's is.
+# ansible-test sanity on the toolchain's core over every file git has, and on the oldest supported core and the
+# newest over the built tarball's files, as Automation Hub's certification runs it on each core: each in its own
+# virtualenvs. The newest runs in the Debian 13 image, with a HOME of its own here (ansible-test's virtualenvs and
+# get-pip cache), kept between runs as the host's is.
 SANITY_HOME_DEBIAN13 := $(HOME)/.cache/blackwell-gpu-node/debian13-home
+SANITY_SHIPPED := $(SANITY_ROOT)/shipped/ansible_collections/blackwell/gpu_node
 PINNED_CORE := $(shell sed -n 's/^ansible-core==//p' requirements/tools.txt)
 sanity: toolchain $(GET_PIP_CACHE) $(CURDIR)/.build/core-2.16/.installed $(CURDIR)/.build/core-2.21/.installed
 	tests/fixtures/require-debian-package.sh shellcheck shellcheck
-	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_COPY)
+	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_COPY) $(SANITY_SHIPPED)
 	git ls-files -z --cached --others --exclude-standard \
 	  | tar --null --ignore-failed-read -T - -c | tar -x -C $(SANITY_COPY)
+	cd $(SANITY_COPY) && ansible-galaxy collection build --output-path $(SANITY_ROOT) >/dev/null
+	tar -xzf $(SANITY_ROOT)/blackwell-gpu_node-*.tar.gz -C $(SANITY_SHIPPED)
 	mkdir -p $(SANITY_HOME_DEBIAN13)/.ansible/test/cache
 	cp tests/sanity/get_pip.py $(SANITY_HOME_DEBIAN13)/.ansible/test/cache/get_pip_25_2.py
-	failed=; cd $(SANITY_COPY); \
-	echo "==> ansible-test sanity on ansible-core $(PINNED_CORE)"; \
-	ansible-test sanity --venv --python 3.11 --color no || failed="$$failed $(PINNED_CORE)"; \
-	echo "==> ansible-test sanity on ansible-core 2.16"; \
-	$(CURDIR)/.build/core-2.16/bin/ansible-test sanity --venv --python 3.11 --color no || failed="$$failed 2.16"; \
-	echo "==> ansible-test sanity on ansible-core 2.21, in the Debian 13 image"; \
+	failed=; \
+	echo "==> ansible-test sanity on ansible-core $(PINNED_CORE), every file"; \
+	(cd $(SANITY_COPY) && ansible-test sanity --venv --python 3.11 --color no) || failed="$$failed $(PINNED_CORE)"; \
+	echo "==> ansible-test sanity on ansible-core 2.16, the tarball's files"; \
+	(cd $(SANITY_SHIPPED) && $(CURDIR)/.build/core-2.16/bin/ansible-test sanity --venv --python 3.11 --color no) \
+	  || failed="$$failed 2.16"; \
+	echo "==> ansible-test sanity on ansible-core 2.21, the tarball's files, in the Debian 13 image"; \
 	docker run --rm --network host -v $(PIP_CA):/etc/ssl/certs/ca-certificates.crt:ro \
 	  -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e HOME=$(SANITY_HOME_DEBIAN13) -v $(CURDIR):$(CURDIR):ro \
-	  -v $(SANITY_HOME_DEBIAN13):$(SANITY_HOME_DEBIAN13) -v $(SANITY_ROOT):$(SANITY_ROOT) -w $(SANITY_COPY) \
-	  "$$(cd $(CURDIR) && tests/fixtures/base_image/build.sh debian13)" \
+	  -v $(SANITY_HOME_DEBIAN13):$(SANITY_HOME_DEBIAN13) -v $(SANITY_ROOT):$(SANITY_ROOT) -w $(SANITY_SHIPPED) \
+	  "$$(tests/fixtures/base_image/build.sh debian13)" \
 	  $(CURDIR)/.build/core-2.21/bin/ansible-test sanity --venv --python 3.13 --color no || failed="$$failed 2.21"; \
 	if [ -n "$$failed" ]; then echo "ansible-test sanity failed on ansible-core$$failed" >&2; exit 1; fi
 
