@@ -1251,6 +1251,11 @@ def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path)
         assert time.monotonic() - started < 4  # it returns as soon as the start time is known
         assert offset == 0 and start_time is not None and start_time == common_processes.process_start_time(process.pid)
         assert os.getsid(process.pid) == process.pid  # its own session: a stop signals its group only
+        # Until the child has run exec, it still holds subprocess's own pipe, which exec closes.
+        deadline = time.monotonic() + 10
+        while not Path("/proc/%d/cmdline" % process.pid).read_bytes().startswith(b"sleep\0"):
+            assert time.monotonic() < deadline, "the child never ran sleep"
+            time.sleep(0.01)
         inherited = [os.readlink("/proc/%d/fd/%s" % (process.pid, fd)) for fd in os.listdir("/proc/%d/fd" % process.pid)]
         assert not [target for target in inherited if target.startswith("pipe:")]
     finally:
