@@ -15,6 +15,10 @@ from conftest import CHECKOUT, COLLECTIONS, free_port
 from process_tree import run_bounded
 
 FAKE_NVIDIA_SMI = CHECKOUT / "tests" / "fixtures" / "fake_nvidia_smi"
+RECORDED = CHECKOUT / "tests" / "data" / "gpu_health"
+# The module's task, by the name the results carry (with its arguments at -vvv).
+READ_HEALTH = ("blackwell.gpu_node.preflight : "
+               "Read each GPU's health, weighed with preflight_gpu_health_severity_overrides")
 SICK_SUMMARY = ("unhealthy: 1 unhealthy and 0 degraded finding(s): GPU 1 (00000000:00:07.0) row_remap_failure "
                 "(Remapped Rows > Remapping Failure Occurred: Yes) -> drain_and_open_case")
 SICK_PROBLEM = ("GPU 1 (00000000:00:07.0) is unhealthy: row_remap_failure, Row remapping failed: a bank has no spare "
@@ -22,12 +26,14 @@ SICK_PROBLEM = ("GPU 1 (00000000:00:07.0) is unhealthy: row_remap_failure, Row r
                 "drain_and_open_case: Drain the node and open a case with NVIDIA or the system's vendor (RMA).")
 
 
-def playbook(path, mode, *options):
+def playbook(path, mode, *options, **more):
     """(exit code, the result of each task by name, for localhost) of a playbook run on this machine, whose
-    nvidia-smi replays the recorded host as FAKE_NVIDIA_SMI=mode says."""
+    nvidia-smi replays the recorded host as FAKE_NVIDIA_SMI=mode says. more: bin_dir, a directory of further fake
+    commands, first on PATH."""
+    search = [str(more["bin_dir"])] if more.get("bin_dir") else []
     environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                   ANSIBLE_STDOUT_CALLBACK="json", FAKE_NVIDIA_SMI=mode,
-                   PATH="%s:%s" % (FAKE_NVIDIA_SMI, os.environ["PATH"]))
+                   ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_VERBOSE_TO_STDERR="1", FAKE_NVIDIA_SMI=mode,
+                   PATH=":".join(search + [str(FAKE_NVIDIA_SMI), os.environ["PATH"]]))
     argv = [str(CHECKOUT / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local",
             "-e", "gpu_node_hosts=localhost", "-e", "gpu_node_become=false",
             "-e", "ansible_python_interpreter=" + sys.executable, str(path)] + list(options)
@@ -52,10 +58,10 @@ def fixture_hook(tmp_path):
     return hook, marker
 
 
-def health(mode, tmp_path, *options):
+def health(mode, tmp_path, *options, **more):
     report = tmp_path / "health.json"
     returncode, results = playbook(CHECKOUT / "playbooks" / "health.yml", mode,
-                                   "-e", "gpu_node_health_report=%s" % report, *options)
+                                   "-e", "gpu_node_health_report=%s" % report, *options, **more)
     return returncode, results, report
 
 
@@ -84,7 +90,7 @@ def test_health_drains_no_healthy_node_and_writes_its_report_in_check_mode_too(t
     assert results["Say each node's verdict"]["msg"][0] == (
         "localhost: healthy: 2 GPU(s), no unhealthy or degraded finding")
     report = json.loads(report_path.read_text())["localhost"]
-    assert (report["verdict"], report["drain"]) == ("healthy", None)
+    assert (report["verdict"], report["drain"], report["dcgm_diag"]) == ("healthy", None, None)
     assert not marker.exists()
 
 
@@ -107,7 +113,72 @@ def test_health_refuses_a_drain_without_a_hook_before_it_reads_anything(tmp_path
     assert returncode != 0
     assert "gpu_node_health_drain is true, but gpu_node_upgrade_drain_tasks names no task file" in results[
         "Ensure a drain asked for has its hook"]["msg"]
-    assert "Read each GPU's health, weighed with preflight_gpu_health_severity_overrides" not in results
+    assert READ_HEALTH not in results
+    assert not report_path.exists()
+
+
+@pytest.fixture(name="dcgmi")
+def fixture_dcgmi(tmp_path):
+    """fake(recorded) -> (the directory of a dcgmi that prints tests/data/gpu_health/<recorded> whatever it is asked,
+    the file where it writes its arguments, a line per call)."""
+    def fake(recorded):
+        bin_dir, calls = tmp_path / "bin", tmp_path / "dcgmi-calls"
+        bin_dir.mkdir()
+        command = bin_dir / "dcgmi"
+        command.write_text('#!/bin/sh\nprintf "%%s\\n" "$*" >> %s\ncat %s\n' % (calls, RECORDED / recorded))
+        command.chmod(0o755)
+        return bin_dir, calls
+    return fake
+
+
+def test_health_runs_dcgms_readiness_check_where_asked_and_reports_its_results(tmp_path, dcgmi):
+    bin_dir, calls = dcgmi("dcgmi-diag-deployment-pass-a10g.txt")
+    returncode, results, report_path = health("h200_health", tmp_path, "-e", "gpu_node_health_dcgm_diag=true",
+                                              "-vvv", bin_dir=bin_dir)
+    assert returncode == 0, results
+    assert calls.read_text() == "diag -r 1\n"
+    asked = results[READ_HEALTH]["invocation"]["module_args"]
+    assert (asked["dcgm_diag"], asked["dcgm_diag_level"], asked["dcgm_diag_allow_long"], asked["timeout"]) == (
+        True, 1, False, 120)
+    report = json.loads(report_path.read_text())["localhost"]
+    assert report["verdict"] == "healthy"
+    dcgm = report["dcgm_diag"]
+    assert (dcgm["level"], dcgm["rc"], dcgm["problem"]) == (1, 0, None)
+    assert [(result["test"], result["result"]) for result in dcgm["results"]][:2] == [
+        ("Denylist", "Pass"), ("NVML Library", "Pass")]
+    assert {result["result"] for result in dcgm["results"]} == {"Pass"}
+
+
+def test_a_failed_dcgm_test_makes_the_node_unhealthy_at_a_long_level_allowed(tmp_path, dcgmi):
+    bin_dir, calls = dcgmi("dcgmi-diag-r2-pcie-fail.txt")
+    returncode, results, report_path = health(
+        "h200_health", tmp_path, "-e", "gpu_node_health_dcgm_diag=true", "-e", "gpu_node_health_dcgm_diag_level=2",
+        "-e", "gpu_node_health_dcgm_diag_allow_long=true", "-vvv", bin_dir=bin_dir)
+    assert returncode == 0, results
+    assert calls.read_text() == "diag -r 2\n"
+    # The whole diagnostic, minutes long, within the time each command may run.
+    assert results[READ_HEALTH]["invocation"]["module_args"]["timeout"] == 600
+    report = json.loads(report_path.read_text())["localhost"]
+    assert report["verdict"] == "unhealthy"
+    (finding,) = report["findings"]
+    assert (finding["id"], finding["severity"], finding["action"]) == (
+        "dcgm_diag_failed", "unhealthy", "read_dcgm_diag")
+    assert finding["evidence"].startswith("PCIe: Fail All; GPU 0 Error using CUDA API cudaDeviceGetByPCI")
+    assert "the node dcgm_diag_failed (PCIe: Fail All" in results["Say each node's verdict"]["msg"][0]
+    assert report["dcgm_diag"]["level"] == 2
+
+
+def test_a_long_dcgm_level_not_allowed_is_refused_naming_the_variable_before_anything_runs(tmp_path, dcgmi):
+    bin_dir, calls = dcgmi("dcgmi-diag-r2-pcie-fail.txt")
+    returncode, results, report_path = health(
+        "h200_health", tmp_path, "-e", "gpu_node_health_dcgm_diag=true", "-e", "gpu_node_health_dcgm_diag_level=3",
+        bin_dir=bin_dir)
+    assert returncode != 0
+    assert results["Ensure the DCGM diagnostic asked for can run"]["msg"] == (
+        "gpu_node_health_dcgm_diag_level=3: this level loads the GPUs for minutes (level 1 is the readiness check): "
+        "set gpu_node_health_dcgm_diag_allow_long=true to run it on drained nodes. Nothing was read or changed.")
+    assert READ_HEALTH not in results
+    assert not calls.exists()
     assert not report_path.exists()
 
 
