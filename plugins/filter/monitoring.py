@@ -19,9 +19,15 @@ def monitoring_dcgm_plan(madison_lines, package, version):
     return _monitoring.dcgm_plan(madison_lines, package, version)
 
 
-def monitoring_exporter_files(settings, binary, counters_path):
-    return {"unit": _monitoring.exporter_unit(settings, binary, counters_path),
-            "counters": _monitoring.counters_csv(settings["exporter_counters"])}
+def monitoring_exporter_unit(settings, binary, counters_path):
+    try:
+        return _monitoring.exporter_unit_values(settings, binary, counters_path)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def monitoring_exporter_counters(counters):
+    return _monitoring.counters_csv(counters)
 
 
 def prometheus_sd_targets(hostnames, hostvars):
@@ -34,5 +40,6 @@ def prometheus_sd_targets(hostnames, hostvars):
 class FilterModule(object):
     def filters(self):
         return {"monitoring_problems": monitoring_problems, "monitoring_dcgm_plan": monitoring_dcgm_plan,
-                "monitoring_exporter_files": monitoring_exporter_files,
+                "monitoring_exporter_unit": monitoring_exporter_unit,
+                "monitoring_exporter_counters": monitoring_exporter_counters,
                 "prometheus_sd_targets": prometheus_sd_targets}

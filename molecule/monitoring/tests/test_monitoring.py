@@ -31,6 +31,21 @@ def test_the_exporter_is_root_owned_and_runs_as_its_own_user(host):
     assert (counters.user, counters.mode) == ("root", 0o644)
 
 
+def test_systemd_reads_the_templated_unit_as_written(host):
+    unit = host.file("/etc/systemd/system/dcgm-exporter.service")
+    assert (unit.user, unit.group, unit.mode) == ("root", "root", 0o644)
+    assert unit.content_string.startswith("# Written by blackwell.gpu_node.monitoring.\n[Unit]\n")
+    shown = host.check_output("systemctl show --property=User,Group,ProtectHome,NoNewPrivileges,ProtectSystem,"
+                              "Restart,NeedDaemonReload,ExecStart dcgm-exporter.service")
+    properties = dict(line.split("=", 1) for line in shown.splitlines())
+    assert (properties["User"], properties["Group"]) == ("dcgm-exporter", "dcgm-exporter")
+    assert (properties["ProtectHome"], properties["NoNewPrivileges"], properties["ProtectSystem"]) == (
+        "yes", "yes", "full")
+    assert (properties["Restart"], properties["NeedDaemonReload"]) == ("always", "no")
+    assert ("argv[]=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv --address :38240 "
+            "--remote-hostengine-info localhost:5555 ;") in properties["ExecStart"]
+
+
 def test_the_exporter_serves_dcgm_health_metrics(host):
     metrics = fetch(host, EXPORTER)
     for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",

@@ -8,7 +8,8 @@ tests import it directly.
 DCGM comes from NVIDIA's CUDA repository (datacenter-gpu-manager-4-cuda<major>, whose nvidia-dcgm.service runs
 nv-hostengine as root); dcgm-exporter has no package there: it is one Go binary that the user provides, as a file
 on the controller or a URL, with its sha256, and that runs as an unprivileged user talking to nv-hostengine.
-Root writes the exporter's unit and counters file from these settings, so every value is checked first.
+Root writes the exporter's unit (the role's template, from exporter_unit_values) and counters file from these
+settings, so every value is checked first.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,7 +23,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import ACCOUNT_NAME
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING, systemd_quote
 
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 URL = re.compile(r"https?://[^\s/]+/\S*")
@@ -160,30 +161,20 @@ def counters_csv(counters):
     return "\n".join(lines) + "\n"
 
 
-def exporter_unit(settings, binary, counters_path):
-    """The exporter's systemd unit: the checked settings only (no value needs quoting), as the unprivileged user,
-    after nvidia-dcgm.service, whose nv-hostengine it reads the GPUs through."""
+def exporter_unit_values(settings, binary, counters_path):
+    """What the role's templates/dcgm-exporter.service.j2 places, each already quoted for systemd: `user` (User=
+    and Group=), `exec_start` (ExecStart=: the exporter reading the GPUs through nv-hostengine, listening where the
+    settings say) and `hardening` (the directives every unit of the collection has). Raises ValueError naming
+    each problem of settings: root writes the unit, so nothing unchecked reaches it."""
+    found = problems(settings)
+    if found:
+        raise ValueError("; ".join(found))
     argv = [binary, "--collectors", counters_path,
             "--address", listen_argument(settings["exporter_listen_address"], settings["exporter_port"]),
             "--remote-hostengine-info", HOSTENGINE]
-    lines = [
-        "# Written by blackwell.gpu_node.monitoring.",
-        "[Unit]",
-        "Description=NVIDIA DCGM exporter: GPU metrics for Prometheus",
-        "Wants=nvidia-dcgm.service",
-        "After=nvidia-dcgm.service network-online.target",
-        "",
-        "[Service]",
-        "User=%s" % settings["exporter_user"],
-        "Group=%s" % settings["exporter_user"],
-        "ExecStart=%s" % " ".join(argv),
-        "Restart=always",
-        "RestartSec=5",
-    ]
-    # It writes nothing: everything but /dev, /proc and /sys can be read-only, and nothing under /home is its.
-    lines += list(HARDENING) + ["ProtectHome=yes"]
-    lines += ["", "[Install]", "WantedBy=multi-user.target"]
-    return "\n".join(lines) + "\n"
+    return {"user": systemd_quote(settings["exporter_user"]),
+            "exec_start": " ".join(systemd_quote(word) for word in argv),
+            "hardening": list(HARDENING)}
 
 
 def _node_value(variables, name, default):

@@ -14,8 +14,8 @@ SETTINGS = dict(exporter_src="/srv/dcgm-exporter", exporter_sha256="a" * 64, exp
 
 
 def test_the_filters_are_registered():
-    assert sorted(FILTERS) == ["monitoring_dcgm_plan", "monitoring_exporter_files", "monitoring_problems",
-                               "prometheus_sd_targets"]
+    assert sorted(FILTERS) == ["monitoring_dcgm_plan", "monitoring_exporter_counters", "monitoring_exporter_unit",
+                               "monitoring_problems", "prometheus_sd_targets"]
 
 
 def test_the_problems_and_the_dcgm_plan():
@@ -27,10 +27,17 @@ def test_the_problems_and_the_dcgm_plan():
         version="1:4.4.1-1", problems=[])
 
 
-def test_the_exporter_files_are_the_unit_and_the_counters_from_the_settings():
-    assert FILTERS["monitoring_exporter_files"](SETTINGS, "/usr/local/bin/dcgm-exporter", "/etc/dcgm/c.csv") == dict(
-        unit=_monitoring.exporter_unit(SETTINGS, "/usr/local/bin/dcgm-exporter", "/etc/dcgm/c.csv"),
-        counters=_monitoring.counters_csv(COUNTERS))
+def test_the_exporter_unit_values_and_counters_file_from_the_settings():
+    assert FILTERS["monitoring_exporter_unit"](SETTINGS, "/usr/local/bin/dcgm-exporter", "/etc/dcgm/c.csv") == (
+        _monitoring.exporter_unit_values(SETTINGS, "/usr/local/bin/dcgm-exporter", "/etc/dcgm/c.csv"))
+    assert FILTERS["monitoring_exporter_counters"](COUNTERS) == _monitoring.counters_csv(COUNTERS)
+
+
+def test_settings_the_unit_cannot_take_are_a_filter_error():
+    with pytest.raises(AnsibleFilterError) as raised:
+        FILTERS["monitoring_exporter_unit"](dict(SETTINGS, exporter_port=0), "/usr/local/bin/dcgm-exporter",
+                                            "/etc/dcgm/c.csv")
+    assert str(raised.value) == "monitoring_exporter_port=0 is not a TCP port: a whole number from 1 to 65535"
 
 
 def test_the_scrape_targets_and_a_refused_inventory():

@@ -98,16 +98,35 @@ def test_listen_argument():
     assert core.listen_argument("fd00::5", 9400) == "[fd00::5]:9400"
 
 
-def test_the_unit_runs_the_exporter_unprivileged_through_the_hostengine():
-    unit = core.exporter_unit(settings(exporter_listen_address="10.0.0.5"), "/usr/local/bin/dcgm-exporter",
-                              "/etc/dcgm-exporter/counters.csv")
-    lines = unit.splitlines()
-    assert "User=dcgm-exporter" in lines and "Group=dcgm-exporter" in lines
-    assert ("ExecStart=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv "
-            "--address 10.0.0.5:9400 --remote-hostengine-info localhost:5555") in lines
-    assert "After=nvidia-dcgm.service network-online.target" in lines
-    assert "NoNewPrivileges=yes" in lines and "ProtectHome=yes" in lines
-    assert "WantedBy=multi-user.target" in lines
+def test_the_unit_values_run_the_exporter_unprivileged_through_the_hostengine():
+    # The unit's text is the role's template, rendered in tests/integration/test_monitoring_unit_template.py.
+    values = core.exporter_unit_values(settings(exporter_listen_address="10.0.0.5"), "/usr/local/bin/dcgm-exporter",
+                                       "/etc/dcgm-exporter/counters.csv")
+    assert values == {
+        "user": "dcgm-exporter",
+        "exec_start": "/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv "
+                      "--address 10.0.0.5:9400 --remote-hostengine-info localhost:5555",
+        "hardening": list(HARDENING)}
+    assert "NoNewPrivileges=yes" in values["hardening"]
+
+
+def test_every_word_of_exec_start_is_quoted_for_systemd():
+    values = core.exporter_unit_values(settings(exporter_listen_address="fd00::5", exporter_user="_gpu-metrics"),
+                                       '/opt/dcgm exporter/50%"$HOME\\bin', "/etc/dcgm/100%.csv")
+    assert values["exec_start"] == (
+        '"/opt/dcgm exporter/50%%\\"$$HOME\\\\bin" --collectors "/etc/dcgm/100%%.csv" '
+        '--address "[fd00::5]:9400" --remote-hostengine-info localhost:5555')
+    assert values["user"] == "_gpu-metrics"
+
+
+def test_settings_with_a_problem_give_no_unit_values():
+    with pytest.raises(ValueError) as raised:
+        core.exporter_unit_values(settings(exporter_user="dcgm\nExecStartPre=/bin/sh", exporter_port=0),
+                                  "/usr/local/bin/dcgm-exporter", "/etc/dcgm-exporter/counters.csv")
+    assert str(raised.value) == (
+        "monitoring_exporter_port=0 is not a TCP port: a whole number from 1 to 65535; "
+        "monitoring_exporter_user='dcgm\\nExecStartPre=/bin/sh' is not an unprivileged user name useradd accepts: "
+        "a lower-case letter or '_', then up to 31 lower-case letters, digits, '_' or '-', not root")
 
 
 def test_the_counters_file_is_dcgm_exporters_csv():
@@ -220,25 +239,6 @@ def test_the_whole_counters_file_and_a_counter_without_help():
         "# Written by blackwell.gpu_node.monitoring (monitoring_exporter_counters). Format: DCGM field, "
         "Prometheus metric type, help message\n"
         "DCGM_FI_DEV_GPU_TEMP, gauge, \n")
-
-
-def test_the_whole_unit():
-    unit = core.exporter_unit(settings(), "/usr/local/bin/dcgm-exporter", "/etc/dcgm-exporter/counters.csv")
-    assert unit == "\n".join([
-        "# Written by blackwell.gpu_node.monitoring.",
-        "[Unit]",
-        "Description=NVIDIA DCGM exporter: GPU metrics for Prometheus",
-        "Wants=nvidia-dcgm.service",
-        "After=nvidia-dcgm.service network-online.target",
-        "",
-        "[Service]",
-        "User=dcgm-exporter",
-        "Group=dcgm-exporter",
-        "ExecStart=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv --address :9400 "
-        "--remote-hostengine-info localhost:5555",
-        "Restart=always",
-        "RestartSec=5",
-    ] + list(HARDENING) + ["ProtectHome=yes", "", "[Install]", "WantedBy=multi-user.target"]) + "\n"
 
 
 def test_scrape_targets_after_a_node_without_endpoints_and_with_empty_or_unset_values():
