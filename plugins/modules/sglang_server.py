@@ -87,7 +87,9 @@ options:
         breaks the Triton and flashinfer JIT compilers, which need writable and executable memory;
         C(SystemCallFilter=) breaks the CUDA driver and NCCL, which use unusual system calls; C(ProtectHome=)
         hides a virtualenv, model or home under C(/home).
-      - Under systemd the unit is the server's identity. Status, stop and restart read C(systemctl show)
+      - Under systemd the unit is the server's identity, so the module, not a template of the role, writes it
+        (its text has no other source), with its secret file and the state file in one step, and compares it
+        with the installed one to decide whether the server restarts. Status, stop and restart read C(systemctl show)
         (C(MainPID), C(ActiveState), C(NRestarts), C(UnitFileState)), so a restart by systemd, a reboot or a
         manual C(systemctl restart) never make the server look gone. An active, enabled unit whose file is
         the one this run would write is left alone (C(changed=false)), whatever its main pid; a unit stopped

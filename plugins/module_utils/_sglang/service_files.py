@@ -2,7 +2,9 @@
 # Copyright: (c) 2026, blackwell.gpu_node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
-"""The systemd unit and the logrotate configuration of a server."""
+"""The systemd unit and the logrotate configuration of a server. The unit's only source: the sglang_server module
+writes it, not a role's template, as it is the server's identity under systemd (written with the secret file and
+the state, and compared with the installed unit to decide a restart)."""
 
 from __future__ import absolute_import, division, print_function
 
