@@ -248,8 +248,9 @@ bench-diagnoses: toolchain
 	python bench/diagnosis_rate.py
 
 # Mutation testing (mutmut's mutants) of the cores against the unit tests, over JOBS workers each on its own staged
-# copy: a report per file in tests/output/mutation, the scores in its summary.txt. Not part of `make test`: minutes
-# per file. DEADLINE=SECONDS stops starting mutants then and writes partial reports.
+# copy: a report per file in tests/output/mutation, and the score of each file tested in full in
+# tests/mutation/scores.txt, the current report. Not part of `make test`: minutes per file. DEADLINE=SECONDS stops
+# starting mutants then and writes partial reports.
 JOBS ?= $(shell nproc)
 DEADLINE ?= 0
 mutation: toolchain

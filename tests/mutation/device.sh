@@ -12,14 +12,17 @@
 #   for mutmut click glob2 junit-xml parso pony six toml pytest iniconfig pluggy Pygments packaging ansible-core pip
 #   Jinja2 MarkupSafe PyYAML resolvelib cryptography cffi pycparser (pip: test_ml_stack runs pip's own option
 #   parser, and the venv is made without pip).
-#   FILE: default, every core file but those whose scores tests/mutation/scores.txt already holds in full.
+#   FILE: default, every core and filter (parallel.py's default).
 #   MUTATION_SECONDS (default 500): the driver's deadline, so that its partial reports are written before a
-#   10-minute limit on the whole command kills it; MUTATION_JOBS (default: the number of cores).
+#   10-minute limit on the whole command kills it; MUTATION_JOBS (default: the number of cores);
+#   MUTATION_COMMIT: the commit the tree was archived from, as the scores name it ("abc1234 2026-12-06": git log -1
+#   --format='%h %cd' --date=short COMMIT), as the tree has no .git.
 # The device tool sends the caller's checkout only: put the tree (git archive COMMIT) and the wheels in a folder
 # of it that .git/info/exclude ignores, say .mutation-carry/{tree,wheels}, and run(carry=[".mutation-carry"],
 # timeout_s=600, command="cd .mutation-carry/tree && bash tests/mutation/device.sh \"$OUT\" ../wheels").
-# Writes OUT_DIR/summary.txt, OUT_DIR/mutation.log and OUT_DIR/reports.tar.gz (tests/output/mutation/<file>.txt
-# of every file: a few files, since a device call returns at most 8).
+# Writes OUT_DIR/summary.txt, OUT_DIR/mutation.log, OUT_DIR/reports.tar.gz (tests/output/mutation/<file>.txt
+# of every file: a few files, since a device call returns at most 8) and OUT_DIR/scores.txt, the tree's
+# tests/mutation/scores.txt with the lines of the files scored in full replaced: copy it over the checkout's.
 set -euo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 wheels=$(cd "$2" && pwd)
@@ -43,23 +46,13 @@ else
 fi
 "$venv_python" -c 'import mutmut, pytest, ansible; print("mutmut", mutmut.__version__, "pytest", pytest.__version__)'
 
-if [ $# -eq 0 ]; then
-  # _runtime_env and _sglang_log were run in full on the workstation (scores.txt); _log_follower only in part.
-  mapfile -t all < <(cd "$root" && ls plugins/module_utils/_*.py plugins/filter/*.py)
-  set --
-  for file in "${all[@]}"; do
-    case $file in
-      plugins/module_utils/_stack/runtime_env.py | plugins/module_utils/_sglang/log.py) ;;
-      *) set -- "$@" "$file" ;;
-    esac
-  done
-fi
-
 status=0
 PYTHONUNBUFFERED=1 "$venv_python" "$root/tests/mutation/parallel.py" -j "${MUTATION_JOBS:-$(nproc)}" \
-  --deadline "${MUTATION_SECONDS:-500}" --reports "$work/reports" --stage "$work/stage" "$@" \
+  --deadline "${MUTATION_SECONDS:-500}" --reports "$work/reports" --stage "$work/stage" \
+  --measured-at "${MUTATION_COMMIT:-an unknown commit}" "$@" \
   2>&1 | tee "$out/mutation.log" || status=$?
 cp "$work/reports/summary.txt" "$out/summary.txt" || true
+cp "$root/tests/mutation/scores.txt" "$out/scores.txt"
 tar -czf "$out/reports.tar.gz" -C "$work/reports" .
 rm -rf "$work"
 exit "$status"

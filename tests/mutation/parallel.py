@@ -1,6 +1,6 @@
 """Mutation testing of the pure-Python cores over N worker processes, with a deadline (`make mutation`).
 
-usage: python tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [FILE...]
+usage: python tests/mutation/parallel.py [-j N] [--deadline SECONDS] [--reports DIR] [--scores FILE] [FILE...]
        (default FILE: plugins/module_utils/_*/*.py and plugins/filter/*.py, largest first)
 
 mutmut 2.5.1 runs one mutant at a time; this driver makes the same mutants with mutmut's own functions
@@ -13,7 +13,9 @@ first, so the workers stay busy to the end.
 When the deadline passes (or on SIGTERM/SIGINT) the mutants not started are dropped and the report of every file
 that is not finished is written as partial, with the number left untested, so a run that is about to be killed
 still leaves its results. Reports: DIR/<file>.txt (the score, then the diff of each surviving and timed-out
-mutant) and one line per file added to DIR/summary.txt.
+mutant) and one line per file added to DIR/summary.txt. The score of each file whose every mutant was tested
+replaces that file's line in tests/mutation/scores.txt (--scores), with the commit it was measured at: the
+current report, kept in git; a run with --only, or a file the deadline left partial, changes no line.
 """
 import argparse
 import concurrent.futures
@@ -38,6 +40,7 @@ NOT_STAGED = {".build", ".venv", ".cache", ".git", ".whl", ".whl-mutation", "out
 # stopped and counted as killed by timeout, as mutmut counts a loop that no longer ends.
 TIMEOUT_FACTOR = 10
 MIN_TIMEOUT = 30.0
+SCORES = ROOT / "tests" / "mutation" / "scores.txt"
 
 
 def tracked_files(root):
@@ -172,17 +175,24 @@ class FileResult:
     def count(self, status):
         return sum(1 for found, _diff in self.results.values() if found == status)
 
+    def complete(self):
+        """Whether every mutant of the file was tested."""
+        return not self.problem and len(self.results) == self.total
+
+    def score(self):
+        """"99.2% killed (251 of 253, 0 by timeout; 2 survived)" of the mutants tested."""
+        killed, timeout, survived = self.count("killed"), self.count("timeout"), self.count("survived")
+        tested = len(self.results)
+        score = "%.1f%% killed" % (100.0 * (killed + timeout) / tested) if tested else "no score"
+        return "%s (%d of %d, %d by timeout; %d survived)" % (score, killed + timeout, tested, timeout, survived)
+
     def report(self):
         """(the summary line, the report text)."""
         if self.problem:
             return "%s: %s" % (self.file, self.problem), "%s: %s\n%s" % (self.file, self.problem, self.failure)
-        killed, timeout, survived = self.count("killed"), self.count("timeout"), self.count("survived")
-        tested = len(self.results)
-        score = "%.1f%% killed" % (100.0 * (killed + timeout) / tested) if tested else "no score"
-        untested = self.total - tested
+        untested = self.total - len(self.results)
         partial = "partial (%d of %d mutants untested at the deadline): " % (untested, self.total) if untested else ""
-        line = "%s: %s%s (%d of %d, %d by timeout; %d survived) by %s" % (
-            self.file, partial, score, killed + timeout, tested, timeout, survived, " ".join(self.tests))
+        line = "%s: %s%s by %s" % (self.file, partial, self.score(), " ".join(self.tests))
         text = [line + "\n"]
         for kind in ("survived", "timeout"):
             for number in sorted(self.results):
@@ -200,7 +210,54 @@ def write_report(reports, result):
     print(line, flush=True)
 
 
+def measured_at(root, paths):
+    """The commit the scores of paths are measured at: "<short hash> <date>", "with uncommitted changes" added when
+    any of paths differs from it; None where root is no git checkout."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %cd", "--date=short"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--"] + list(paths),
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + (" with uncommitted changes" if changed else "")
+
+
+def record_scores(path, lines, files):
+    """Put lines ({file: its line}) in the scores file path in place of those files' lines, with a line for each
+    of files (those a run tests by default): "not measured" where there is none, and none for a file not among
+    them or lines. The file's leading comment stays; the lines are sorted by file."""
+    header, scores = [], {}
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    for line in text.splitlines():
+        if line.startswith("#") and not scores:
+            header.append(line)
+        elif line.strip():
+            scores[line.split(": ", 1)[0]] = line
+    scores = dict((file, scores.get(file, "%s: not measured" % file)) for file in files)
+    scores.update(lines)
+    body = [scores[file] for file in sorted(scores)]
+    path.write_text("\n".join(header + [""] + body if header else body) + "\n", encoding="utf-8")
+
+
+def record_complete_scores(arguments, results):
+    """The scores.txt line of every file whose mutants were all tested, unless --only chose some."""
+    if arguments.only or not arguments.scores:
+        return
+    lines = {}
+    for file, result in results.items():
+        if result.complete():
+            at = arguments.measured_at or measured_at(ROOT, [file] + result.tests) or "an unknown commit"
+            lines[file] = "%s: %s at %s" % (file, result.score(), at)
+    if lines:
+        record_scores(Path(arguments.scores), lines, default_files(ROOT))
+        print("%d scores recorded in %s" % (len(lines), arguments.scores), flush=True)
+
+
 def default_files(root):
+    """The files a run tests when none is named: every core and filter."""
     files = sorted(root.glob("plugins/module_utils/_*/[a-z]*.py")) + sorted(root.glob("plugins/filter/*.py"))
     return [str(path.relative_to(root)) for path in files]
 
@@ -213,6 +270,10 @@ def main(argv=None):
                         help="seconds after which no new mutant starts and partial reports are written (0: none)")
     parser.add_argument("--reports", type=Path, default=ROOT / "tests" / "output" / "mutation",
                         help="folder for <file>.txt and summary.txt")
+    parser.add_argument("--scores", default=str(SCORES),
+                        help="the scores file whose lines of the files tested in full are replaced (empty: none)")
+    parser.add_argument("--measured-at", default=None,
+                        help="the commit the tree is, for the scores, where it is no git checkout (device.sh)")
     parser.add_argument("--only", type=lambda text: set(int(number) for number in text.split(",")), default=None,
                         help="test only these mutant numbers (as a report numbers them; one FILE), to see a new test "
                              "kill the survivors")
@@ -285,6 +346,7 @@ def main(argv=None):
             remaining[file] -= 1
             if not remaining[file]:
                 write_report(arguments.reports, results[file])
+    record_complete_scores(arguments, results)
     if pending:
         print("stopped at %.0f s with %d mutants untested" % (time.monotonic() - started, len(pending)), flush=True)
         for file in files:
