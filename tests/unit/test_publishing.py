@@ -59,8 +59,15 @@ def test_no_changelog_entry_announces_what_antsibull_changelog_lists_itself():
     assert not duplicates
 
 
-def test_the_documentation_sites_guides_are_the_readmes():
-    """docs/docsite/rst is generated from the README's sections: one text to edit, checked here."""
+def test_the_documentation_sites_guides_are_written_from_docs_guides():
+    """docs/docsite/rst is generated from docs/guides/*.md: one text to edit, checked here."""
     done = subprocess.run([sys.executable, str(CHECKOUT / "docs" / "docsite" / "guides.py"), "--check"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_documentation_site_lists_every_guide():
+    """A guide the site's table of contents does not name is written but never shown."""
+    sections = yaml.safe_load((CHECKOUT / "docs" / "docsite" / "extra-docs.yml").read_text())["sections"]
+    listed = sorted(page for section in sections for page in section["toctree"])
+    assert listed == sorted("guide_%s" % source.stem for source in (CHECKOUT / "docs" / "guides").glob("*.md"))
