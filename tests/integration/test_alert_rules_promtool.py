@@ -1,6 +1,7 @@
 """The monitoring role's alert rules as the playbook prometheus_sd writes them: checked by Prometheus' own promtool
 (check rules), unit-tested by it on synthetic series (tests/integration/alert_rules, one file per rule group), and
-loaded with the service-discovery file by a real Prometheus on 127.0.0.1 that scrapes a dcgm-exporter stand-in.
+loaded with the service-discovery file by a real Prometheus on 127.0.0.1 that scrapes a dcgm-exporter stand-in; the
+same Prometheus, reloadable, takes the rules the playbook reloads it into.
 
 promtool and prometheus come from Debian's prometheus package, unpacked by tests/fixtures/prometheus/unpack.sh; a
 machine where it cannot be had fails these tests rather than skipping them."""
@@ -210,26 +211,51 @@ def wait_for(what, probe, process, log, timeout=30):
         time.sleep(0.2)
 
 
-def test_a_real_prometheus_loads_the_service_discovery_file_and_the_rules(prometheus_bin, written):
-    """gpu-1's exporter (the stand-in, with Xid 79) answers; its SGLang server does not: Xid 79 fires at once, the
-    server's alert is pending, and both carry the node label of the service-discovery file."""
-    inventory = (written / "hosts.ini").read_text().split()
-    sglang_port = int(next(word for word in inventory if word.startswith("sglang_server_port=")).split("=")[1])
-    dcgm_port = int(next(word for word in inventory if word.startswith("monitoring_exporter_port=")).split("=")[1])
-    exporter = serve(dcgm_port, dcgm_standin_metrics(79))
+@pytest.fixture(scope="module")
+def prometheus(prometheus_bin, written):
+    """A real Prometheus on 127.0.0.1, reloadable (--web.enable-lifecycle), for the module's tests: it scrapes the
+    targets of written/sd.json and loads written/alert_rules.yml and each written/reload/*.yml, of which
+    loaded.yml is empty to begin with. (its port, its process, its log)."""
+    reload_rules = written / "reload"
+    reload_rules.mkdir()
+    (reload_rules / "loaded.yml").write_text("")
     port = free_port()
     config = written / "prometheus.yml"
     config.write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(written / "alert_rules.yml")],
+        "rule_files": [str(written / "alert_rules.yml"), str(reload_rules / "*.yml")],
         "scrape_configs": [{"job_name": "gpu_nodes", "file_sd_configs": [{"files": [str(written / "sd.json")]}]}],
     }))
     log = written / "prometheus.log"
     with open(str(log), "wb") as output:
         process = subprocess.Popen(
-            [str(prometheus_bin / "prometheus"), "--config.file=%s" % config,
+            [str(prometheus_bin / "prometheus"), "--config.file=%s" % config, "--web.enable-lifecycle",
              "--storage.tsdb.path=%s" % (written / "data"), "--web.listen-address=127.0.0.1:%d" % port],
             stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for("Prometheus to answer", lambda: api(port, "rules") is not None, process, log)
+        yield port, process, log
+    finally:
+        kill_tree(process.pid)
+        process.wait(timeout=30)
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "something still listens on Prometheus' port"
+
+
+def groups_of(port, rules_file):
+    """{group: [rule names]} that Prometheus has loaded from rules_file."""
+    return {group["name"]: [rule["name"] for rule in group["rules"]]
+            for group in api(port, "rules")["groups"] if group["file"] == str(rules_file)}
+
+
+def test_a_real_prometheus_loads_the_service_discovery_file_and_the_rules(prometheus, written):
+    """gpu-1's exporter (the stand-in, with Xid 79) answers; its SGLang server does not: Xid 79 fires at once, the
+    server's alert is pending, and both carry the node label of the service-discovery file."""
+    port, process, log = prometheus
+    inventory = (written / "hosts.ini").read_text().split()
+    sglang_port = int(next(word for word in inventory if word.startswith("sglang_server_port=")).split("=")[1])
+    dcgm_port = int(next(word for word in inventory if word.startswith("monitoring_exporter_port=")).split("=")[1])
+    exporter = serve(dcgm_port, dcgm_standin_metrics(79))
     try:
         def evaluated():
             groups = api(port, "rules")["groups"]
@@ -238,8 +264,8 @@ def test_a_real_prometheus_loads_the_service_discovery_file_and_the_rules(promet
             assert not [rule for group in groups for rule in group["rules"] if rule["health"] == "err"], groups
             return None
 
-        groups = wait_for("every rule evaluated without an error", evaluated, process, log)
-        assert {group["name"]: [rule["name"] for rule in group["rules"]] for group in groups} == ALERTS
+        wait_for("every rule evaluated without an error", evaluated, process, log)
+        assert groups_of(port, written / "alert_rules.yml") == ALERTS
         targets = wait_for("the targets of the service-discovery file", lambda: {
             target["labels"]["job"]: (target["labels"]["node"], target["labels"]["instance"])
             for target in api(port, "targets")["activeTargets"]}, process, log)
@@ -253,16 +279,100 @@ def test_a_real_prometheus_loads_the_service_discovery_file_and_the_rules(promet
         found = wait_for("GpuXidCritical and SglangServerDown", alerts, process, log)
         xid = found["GpuXidCritical"]
         assert xid["state"] == "firing"
-        assert (xid["labels"]["node"], xid["labels"]["err_code"], xid["labels"]["severity"]) == ("gpu-1", "79", "critical")
+        assert (xid["labels"]["node"], xid["labels"]["err_code"], xid["labels"]["severity"]) == (
+            "gpu-1", "79", "critical")
         assert xid["annotations"]["summary"] == "GPU 0 of gpu-1 reported Xid 79"
         down = found["SglangServerDown"]
         assert down["state"] == "pending" and down["labels"]["node"] == "gpu-1"
         # The exporter answers; nothing else is wrong with the stand-in's healthy, idle GPU.
         assert set(found) == {"GpuXidCritical", "SglangServerDown"}
     finally:
-        kill_tree(process.pid)
-        process.wait(timeout=30)
         exporter.shutdown()
         exporter.server_close()
-    with socket.socket() as probe:
-        assert probe.connect_ex(("127.0.0.1", port)) != 0, "something still listens on Prometheus' port"
+
+
+RELOAD_TASK = "Reload Prometheus, which reads rules only then"
+
+
+def reload_into(written, port, rules_file, *options):
+    """prometheus_sd writing rules_file and reloading the module's Prometheus; the completed process."""
+    return playbook(written, "-e", "monitoring_alert_rules_file=%s" % rules_file,
+                    "-e", "gpu_node_prometheus_reload_url=http://127.0.0.1:%d/-/reload" % port, *options)
+
+
+def outcome(done, task):
+    """What the run said of the task: changed, ok, skipping, fatal, ... (None where it did not run)."""
+    lines = done.stdout.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("TASK [%s]" % task):
+            return next((said.split(":")[0] for said in lines[number + 1:] if said.strip()), None)
+    return None
+
+
+def last_reload(port):
+    """When Prometheus last loaded its configuration and rules, in whole seconds, from its own /metrics."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("prometheus_config_last_reload_success_timestamp_seconds "):
+                return float(line.split()[1])
+    raise AssertionError("Prometheus' /metrics has no prometheus_config_last_reload_success_timestamp_seconds")
+
+
+def test_the_playbook_reloads_prometheus_into_the_rules_it_writes(prometheus, written):
+    port, _process, _log = prometheus
+    rules_file = written / "reload" / "loaded.yml"
+    assert groups_of(port, rules_file) == {}, "Prometheus has the rules before the playbook wrote them"
+    done = reload_into(written, port, rules_file)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert outcome(done, RELOAD_TASK) == "changed", done.stdout
+    # Prometheus answers the reload once it has loaded the rules.
+    assert groups_of(port, rules_file) == ALERTS
+
+
+def test_a_second_run_with_the_same_rules_does_not_reload(prometheus, written):
+    port, _process, _log = prometheus
+    rules_file = written / "reload" / "again.yml"
+    first = reload_into(written, port, rules_file)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert outcome(first, RELOAD_TASK) == "changed", first.stdout
+    reloaded = last_reload(port)
+    time.sleep(1)  # the timestamp counts whole seconds
+    second = reload_into(written, port, rules_file)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert outcome(second, RELOAD_TASK) == "skipping", second.stdout
+    assert last_reload(port) == reloaded
+    assert groups_of(port, rules_file) == ALERTS
+
+
+def test_a_reload_prometheus_refuses_fails_the_run_with_its_answer(prometheus, written):
+    """Another rules file of Prometheus' that it cannot load: it answers the reload 500, keeps the rules it had."""
+    port, _process, log = prometheus
+    broken, rules_file = written / "reload" / "broken.yml", written / "reload" / "refused.yml"
+    broken.write_text("groups:\n  - name: broken\n    rules:\n      - alert: Broken\n        expr: rate(\n")
+    try:
+        done = reload_into(written, port, rules_file)
+    finally:
+        broken.unlink()
+    assert done.returncode != 0
+    assert outcome(done, RELOAD_TASK) == "changed", done.stdout
+    out = " ".join(done.stdout.split())
+    assert ("Prometheus did not reload at gpu_node_prometheus_reload_url=http://127.0.0.1:%d/-/reload: HTTP 500: "
+            "failed to reload config: one or more errors occurred while applying the new configuration (" % port
+            ) in out, out
+    assert "Prometheus keeps the rules it had" in out, out
+    # Its log names the file it could not load.
+    assert str(broken) in log.read_text()
+    assert rules_file.exists()
+    assert groups_of(port, rules_file) == {}
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:9090/-/reload", "http:///-/reload"])
+def test_a_reload_url_that_is_no_http_url_is_refused_before_anything_is_written(written, url):
+    sd_file, rules_file = written / "unwritten-sd.json", written / "unwritten-rules.yml"
+    done = playbook(written, "-e", "gpu_node_prometheus_sd_file=%s" % sd_file,
+                    "-e", "monitoring_alert_rules_file=%s" % rules_file, "-e", "gpu_node_prometheus_reload_url=" + url)
+    assert done.returncode != 0
+    out = " ".join(done.stdout.split())
+    assert "gpu_node_prometheus_reload_url=%s is no http or https URL" % url in out, out
+    assert "Nothing was written" in out
+    assert not sd_file.exists() and not rules_file.exists()

@@ -121,7 +121,9 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
     for name in ("site.yml", "serve.yml"):
         assert plays(name)[-1]["ansible.builtin.import_playbook"] == "prometheus_sd.yml", name
     (play,) = plays("prometheus_sd.yml")
-    (_core_check, write, alert_rules) = play["tasks"]
+    tasks = {task["name"]: task for task in play["tasks"]}
+    write = tasks["Ensure the service-discovery file lists every node's metrics endpoints"]
+    alert_rules = tasks["Write the alert rules for the nodes' GPU and SGLang metrics"]
     assert write["delegate_to"] == "localhost" and write["run_once"] is True and write["become"] is False
     # The whole fleet from the inventory, not the hosts of a --limit run: they would drop the others' targets.
     assert "query('ansible.builtin.inventory_hostnames'" in write["ansible.builtin.copy"]["content"]
