@@ -134,6 +134,26 @@ def _check_channels(nccl, where, problems):
         )
 
 
+def gpu_links(gpu):
+    """(links, count, families) of gpu_facts' ansible_facts.gpu: how the GPUs talk to each other, in the order that
+    decides it: "unseen" (no GPU visible), "nvswitch", "nvlink", "single" (one GPU), "pcie", "unknown" (links
+    nvidia-smi topo -m did not show); the number of GPUs; their families (platform.family_of), sorted."""
+    gpu = gpu or {}
+    if gpu.get("state") != "ok" or not gpu.get("gpus"):
+        return "unseen", 0, []
+    count = len(gpu["gpus"])
+    families = sorted(set(str(family_of(item.get("compute_capability"))) for item in gpu["gpus"]))
+    if gpu.get("nvswitch"):
+        return "nvswitch", count, families
+    if gpu.get("interconnect") == "nvlink":
+        return "nvlink", count, families
+    if count == 1:
+        return "single", count, families
+    if gpu.get("interconnect") != "pcie":
+        return "unknown", count, families
+    return "pcie", count, families
+
+
 def choose_nccl_profile(gpu):
     """(profile, reason) for runtime_env_nccl_profile=auto, from gpu_facts' ansible_facts.gpu.
 
@@ -141,21 +161,20 @@ def choose_nccl_profile(gpu):
     or an NVSwitch fabric, or there is no peer to talk to, NCCL's own tuning knows better.
     """
     gpu = gpu or {}
-    if gpu.get("state") != "ok" or not gpu.get("gpus"):
+    links, count, families = gpu_links(gpu)
+    if links == "unseen":
         return "none", (
             "no GPU visible (gpu_facts state: %s): NCCL's defaults; once the driver is up, the next run "
             "chooses again, or name a profile in runtime_env_nccl_profile" % gpu.get("state", "not gathered"))
-    count = len(gpu["gpus"])
-    if gpu.get("nvswitch"):
+    if links == "nvswitch":
         return "none", "%d GPUs on an NVSwitch fabric: NCCL's defaults (NVLS, tree) suit it" % count
-    if gpu.get("interconnect") == "nvlink":
+    if links == "nvlink":
         return "none", "%d GPUs with NVLink between them (%s): NCCL's defaults suit it" % (
             count, ", ".join("GPU%d-GPU%d NV%d" % tuple(pair) for pair in gpu.get("nvlink_pairs", [])))
-    if count == 1:
+    if links == "single":
         return "none", "one GPU: no peer for NCCL to tune for"
-    if gpu.get("interconnect") != "pcie":
+    if links == "unknown":
         return "none", "%d GPUs whose links nvidia-smi topo -m did not show: NCCL's defaults" % count
-    families = sorted(set(str(family_of(item.get("compute_capability"))) for item in gpu["gpus"]))
     if families != ["blackwell"]:
         return "none", (
             "%d GPUs on PCIe only, of family %s: pcie_blackwell was tuned for Blackwell, NCCL's defaults"
