@@ -10,8 +10,10 @@ per GPU then starts from that virtualenv with an empty environment (`env -i`), s
 comes from the rendered hook; NCCL's INFO log ("NCCL_X set by environment to Y") proves NCCL took them.
 Each rank runs torch.distributed all-reduce over every GPU of the host; rank 0 reports the algorithm
 bandwidth (bytes / time) and the bus bandwidth (algbw * 2(n-1)/n, what the links carried, as nccl-tests
-reports it). `auto` shows what the role chose on this host and why. NVLink multicast stays off
-(NCCL_NVLS_ENABLE=0), as the device machines require.
+reports it). The worker, its launch and the figures are the collection's NCCL smoke
+(plugins/module_utils/_stack/nccl_smoke.py), which the validate playbook runs against a floor. `auto` shows
+what the role chose on this host and why. NVLink multicast stays off (NCCL_NVLS_ENABLE=0), as the device
+machines require.
 
 Writes OUT/nccl_profiles.txt (the table and what NCCL said) and OUT/nccl_profiles.json (every figure, the
 host's gpu_facts and the auto choice, which tests/unit replays).
@@ -21,72 +23,35 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
-KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
+# The collection as Ansible finds it (tests/device/ansible_from_wheels.sh), else as `make` links it.
+sys.path[:0] = [path for path in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(":") if path] + [
+    str(CHECKOUT / ".build" / "collections")]
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import venv_owner_uid  # noqa: E402
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.nccl_smoke import (  # noqa: E402
+    DECODE_SIZES,
+    GIB,
+    KIB,
+    figure,
+    human,
+    launch,
+    launch_problem,
+    parse_rank_output,
+)
+
 SIZES = [8 * KIB * 4 ** power for power in range(9)] + [GIB]  # 8 KiB, 32 KiB ... 512 MiB, 1 GiB
-# SGLang's decode all-reduce: one hidden state per running request in bf16, e.g. 7168 x 2 bytes x 32 requests
-# = 448 KiB at TP 8 for a DeepSeek-sized model; 128 KiB to 2 MiB covers the common batch sizes.
-DECODE_SIZES = (128 * KIB, 512 * KIB, 2 * MIB)
 ENV_TAKEN = re.compile(r"NCCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?$", re.M)
 # Set by this script for every profile, not by the rendered hook.
 BENCH_VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_FILE")
 WORKER_TIMEOUT = 900
 # The role's debug line, as ansible-core's default callback prints it.
-# Rank 0's own lines carry this mark.
-MARK = "nccl-bench: "
 AUTO_SAID = re.compile(r'"msg": "(runtime_env_nccl_profile=auto: .*)"')
-
-
-def human(size):
-    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if size >= scale:
-            return "%d %s" % (size // scale, unit)
-    return "%d B" % size
-
-
-def worker(sizes):
-    """One rank: all-reduce each size, rank 0 prints one JSON line per size."""
-    import torch
-    import torch.distributed as dist
-
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
-    if rank == 0:
-        seen = dict((name, value) for name, value in os.environ.items()
-                    if name.startswith("NCCL_") and name not in BENCH_VARIABLES)
-        print(MARK + json.dumps({"environment": seen, "torch": torch.__version__, "nccl": ".".join(
-            str(part) for part in torch.cuda.nccl.version())}), flush=True)
-    for size in sizes:
-        tensor = torch.ones(size // 4, dtype=torch.float32, device="cuda")
-        for _warmup in range(5):
-            dist.all_reduce(tensor)
-        iterations = max(5, min(200, (4 * GIB) // size))
-        torch.cuda.synchronize()
-        dist.barrier()
-        start = time.perf_counter()
-        for _iteration in range(iterations):
-            dist.all_reduce(tensor)
-        torch.cuda.synchronize()
-        seconds = (time.perf_counter() - start) / iterations
-        if rank == 0:
-            algbw = size / seconds / 1e9
-            figures = {"size": size, "us": seconds * 1e6, "algbw": algbw, "busbw": algbw * 2 * (world - 1) / world}
-            print(MARK + json.dumps(figures), flush=True)
-    dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def ansible_playbook(playbook, extra_vars, workdir):
@@ -148,40 +113,26 @@ def render(profiles, torch_venv, cuda_home, workdir):
 
 
 def run_profile(venv, gpus, sizes):
-    """Every rank from the profile's virtualenv with an empty environment; rank 0's figures and NCCL's log."""
-    port = free_port()
+    """Every rank from the profile's virtualenv with an empty environment; rank 0's header, figures and NCCL's
+    log."""
     # NCCL writes its log to standard output unless told otherwise, in the middle of rank 0's lines.
     nccl_file = venv / "nccl-rank0.log"
-    ranks = []
-    logs = []
-    for rank in range(gpus):
-        log = tempfile.TemporaryFile(mode="w+")
-        environ = ["PATH=/usr/bin:/bin", "NCCL_DEBUG=INFO", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=%d" % port,
-                   "RANK=%d" % rank, "WORLD_SIZE=%d" % gpus, "LOCAL_RANK=%d" % rank,
-                   "NCCL_DEBUG_FILE=%s" % (nccl_file if rank == 0 else os.devnull)]
-        ranks.append(subprocess.Popen(
-            ["env", "-i"] + environ + [str(venv / "bin" / "python"), str(Path(__file__).resolve()), "--worker",
-                                       ",".join(str(size) for size in sizes)],
-            stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, stderr=log, text=True,
-            start_new_session=True))
-        logs.append(log)
-    try:
-        output = ranks[0].communicate(timeout=WORKER_TIMEOUT)[0]
-        for process in ranks[1:]:
-            process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        for process in ranks:
-            os.killpg(process.pid, 9)
-        sys.exit("all-reduce did not finish within %d s" % WORKER_TIMEOUT)
-    logs[0].seek(0)
-    nccl_log = logs[0].read() + (nccl_file.read_text(errors="replace") if nccl_file.exists() else "")
-    failed = [rank for rank, process in enumerate(ranks) if process.returncode != 0]
-    if failed:
-        sys.exit("ranks %s failed:\n%s" % (failed, nccl_log[-6000:]))
-    lines = [json.loads(line[len(MARK):]) for line in output.splitlines() if line.startswith(MARK)]
-    if not lines or "environment" not in lines[0]:
-        sys.exit("rank 0 reported nothing:\n%s" % nccl_log[-6000:])
-    return lines[0], lines[1:], nccl_log
+
+    def nccl_log_to(rank):
+        return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": str(nccl_file) if rank == 0 else os.devnull}
+
+    python = str(venv / "bin" / "python")
+    launched = launch(python, gpus, sizes, venv_owner_uid(str(venv)), WORKER_TIMEOUT, rank_environment=nccl_log_to)
+    nccl_log = launched["ranks"][0]["stderr"] + (nccl_file.read_text(errors="replace") if nccl_file.exists() else "")
+    problem = launch_problem(launched, WORKER_TIMEOUT)
+    if problem:
+        sys.exit("%s\n%s" % (problem, nccl_log[-6000:]))
+    header, timings, _ignored = parse_rank_output(launched["ranks"][0]["stdout"], sizes)
+    if header is None or set(timings) != set(sizes):
+        sys.exit("rank 0 reported nothing or not every size:\n%s" % nccl_log[-6000:])
+    header["environment"] = dict((name, value) for name, value in header["environment"].items()
+                                 if name not in BENCH_VARIABLES)
+    return header, [figure(size, timings[size][0], gpus) for size in sizes], nccl_log
 
 
 def table(results, profiles, gpus):
@@ -209,14 +160,11 @@ def table(results, profiles, gpus):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--torch-venv", type=Path, default=Path("/opt/torch/.venv"))
     parser.add_argument("--cuda-home", default="/usr/local/cuda")
     parser.add_argument("--profiles", default="auto,none,pcie_blackwell")
     args = parser.parse_args()
-    if args.worker:
-        return worker([int(size) for size in args.worker.split(",")])
     if args.out is None:
         parser.error("--out is required")
     args.out.mkdir(parents=True, exist_ok=True)
