@@ -3,7 +3,8 @@
 #   GPU_NODE_COMMIT=<git commit of this tree> tests/device/record_site.sh OUTPUT_DIR STACK_INDEX
 # The device run that finishes every change to a role or module: the site playbook for real with a
 # local connection and GPUs required, twice (the second must change nothing), then validate, the
-# health playbook and gpu_health_info (health.txt, health.json, gpu_health_module.txt), and stop. preflight, cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack
+# health playbook and gpu_health_info (health.txt, health.json, gpu_health_module.txt), and stop. validate runs
+# its NCCL smoke (gpu_node_validate_nccl) from /opt/nccl-env, which sees the host's torch. preflight, cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack
 # index fixture (STACK_INDEX, carried along: the host has no internet), runtime_env and
 # sglang_server (the index's sglang is the stand-in, holding GPU memory through torch).
 # site_commit.txt names the commit and the digest of the code that ran (tests/device/tree_digest.sh);
@@ -66,7 +67,17 @@ playbook() {
 summary() { grep -E '^\$|^\[exit|PLAY RECAP|^localhost|"msg"|problem|fatal' "$1"; }
 playbook site >"$out/site.txt" 2>&1
 playbook site >/tmp/site_again.txt 2>&1
-playbook validate >/tmp/validate.txt 2>&1
+# validate with its NCCL smoke: /opt/ml-env holds the stack index's stand-ins, not torch, so the all-reduce runs from
+# /opt/nccl-env, a virtualenv that sees the host's torch, rendered by runtime_env from the same inventory. On one GPU
+# NCCL runs with no peer: the figures are its per-call cost, and no floor applies.
+cuda_home=/usr/local/cuda; [ -d /usr/local/cuda-13.0 ] && cuda_home=/usr/local/cuda-13.0
+/opt/torch/.venv/bin/python -m venv --without-pip /opt/nccl-env
+purelib="import sysconfig; print(sysconfig.get_paths()['purelib'])"
+/opt/torch/.venv/bin/python -c "$purelib" >"$(/opt/nccl-env/bin/python -c "$purelib")/host-torch.pth"
+printf -- '- hosts: gpu_nodes\n  gather_facts: false\n  roles: [blackwell.gpu_node.runtime_env]\n' >/tmp/nccl_env.yml
+python3 /tmp/site/bin/ansible-playbook -i /tmp/inventory.yml -e runtime_env_venv_path=/opt/nccl-env \
+  -e "runtime_env_cuda_home=$cuda_home" /tmp/nccl_env.yml >/tmp/nccl_env.txt 2>&1 || { cat /tmp/nccl_env.txt; failed=1; }
+playbook validate -e gpu_node_validate_nccl=true -e gpu_node_validate_nccl_venv=/opt/nccl-env >/tmp/validate.txt 2>&1
 # The GPUs' health: the health playbook (a verdict line, the JSON report) and gpu_health_info's whole result.
 playbook health -e "gpu_node_health_report=$out/health.json" >"$out/health.txt" 2>&1
 { echo "\$ ansible localhost -m blackwell.gpu_node.gpu_health_info -a '{\"dcgm_diag\": true}'"
