@@ -1,0 +1,261 @@
+"""The gateway's core: its settings, the fleet's workers from inventory, and the plan that brings the registered
+workers to them, with a gateway stand-in that answers as sglang-router 0.3.2's admin API does."""
+import json
+
+import pytest
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import workers as core
+
+SETTINGS = {"host": "127.0.0.1", "port": 30080, "metrics_host": "127.0.0.1", "metrics_port": 29000,
+            "policy": "round_robin", "admin_key": "adm-1f3e", "api_key": None, "health_check_interval": 10,
+            "health_check_timeout": 5, "health_failure_threshold": 3, "health_success_threshold": 2,
+            "retry_max_retries": 3, "request_timeout": 1800, "worker_startup_timeout": 600,
+            "shutdown_grace_period": 180, "server_ports": {}}
+
+
+def problems_with(**changes):
+    return core.settings_problems(dict(SETTINGS, **changes))
+
+
+def test_good_settings_have_no_problem():
+    assert core.settings_problems(SETTINGS) == []
+
+
+@pytest.mark.parametrize("changes, variable", [
+    ({"policy": "least_load"}, "gateway_policy"),
+    ({"port": 0}, "gateway_port"),
+    ({"metrics_port": "29000"}, "gateway_metrics_port"),
+    ({"host": ""}, "gateway_host"),
+    ({"metrics_host": "127.0.0.1\nExecStartPre=/bin/sh"}, "gateway_metrics_host"),
+    ({"admin_key": None}, "gateway_admin_key"),
+    ({"admin_key": "a:b"}, "gateway_admin_key"),
+    ({"api_key": "k\n"}, "gateway_api_key"),
+    ({"retry_max_retries": 0}, "gateway_retry_max_retries"),
+    ({"health_check_interval": True}, "gateway_health_check_interval"),
+])
+def test_each_bad_setting_is_refused_naming_its_variable(changes, variable):
+    found = problems_with(**changes)
+    assert len(found) == 1 and found[0].startswith(variable), found
+
+
+def test_the_policy_names_are_those_of_sglang_router_0_3_2():
+    assert core.POLICIES == ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+    assert "least_load" in problems_with(policy="least_load")[0] and "cache_aware" in problems_with(policy="x")[0]
+
+
+@pytest.mark.parametrize("changes, clash", [
+    ({"metrics_port": 30080}, ("gateway_port", "gateway_metrics_port")),
+    ({"server_ports": {"sglang_server_port": 30080}}, ("gateway_port", "sglang_server_port")),
+    ({"server_ports": {"sglang_server_port": 29000}}, ("gateway_metrics_port", "sglang_server_port")),
+])
+def test_a_port_clash_on_the_host_is_refused_naming_both_variables(changes, clash):
+    found = problems_with(**changes)
+    assert len(found) == 1 and all(variable in found[0] for variable in clash), found
+
+
+@pytest.mark.parametrize("url", ["ftp://10.0.0.1:30000", "10.0.0.1:30000", "http://user@h:1", "http://h:1/v1",
+                                 "http://h:1?x=1", "http://h:99999", "", None, "http://h:1\n"])
+def test_a_worker_url_must_be_an_http_base_url(url):
+    found = core.worker_problems([{"name": "a", "url": url}], "gateway_workers")
+    assert len(found) == 1 and found[0].startswith("gateway_workers[0].url"), found
+
+
+def test_a_worker_given_twice_is_refused_whatever_its_spelling():
+    found = core.worker_problems([{"name": "a", "url": "http://H:80/"}, {"name": "b", "url": "http://h"}], "w")
+    assert found == ["w[1].url=http://h:80 is the worker w[0].url already: each worker once"]
+    found = core.worker_problems([{"name": "a", "url": "http://h:1"}, {"name": "a", "url": "http://h:2"}], "w")
+    assert len(found) == 1 and "w[1].name=a" in found[0]
+
+
+def test_urls_are_compared_and_registered_in_one_form():
+    assert core.normalized_url("HTTP://Node1/") == "http://node1:80"
+    assert core.normalized_url("https://[::1]") == "https://[::1]:443"
+    assert core.normalized_url("http://10.0.0.1:30000") == "http://10.0.0.1:30000"
+
+
+HOSTVARS = {
+    "gpu01": {"sglang_server_host": "0.0.0.0", "ansible_host": "10.0.0.11", "sglang_server_api_key": "k1"},
+    "gpu02": {"sglang_server_host": "10.0.0.12", "sglang_server_port": "31000"},
+    "gpu03": {"gateway_worker_url": "https://gpu03.example:443/"},
+    "local": {},
+}
+
+
+def test_the_fleets_workers_come_from_each_nodes_server_settings():
+    workers, problems = core.fleet_workers(["gpu01", "gpu02", "gpu03"], HOSTVARS, "gw")
+    assert problems == []
+    assert workers == [{"name": "gpu01", "url": "http://10.0.0.11:30000", "api_key": "k1"},
+                       {"name": "gpu02", "url": "http://10.0.0.12:31000", "api_key": None},
+                       {"name": "gpu03", "url": "https://gpu03.example:443", "api_key": None}]
+
+
+def test_a_server_on_the_loopback_is_a_worker_of_a_gateway_on_its_own_host_only():
+    workers, problems = core.fleet_workers(["local"], HOSTVARS, "local")
+    assert problems == [] and workers[0]["url"] == "http://127.0.0.1:30000"
+    workers, problems = core.fleet_workers(["local"], HOSTVARS, "gw")
+    assert workers == [] and len(problems) == 1 and "sglang_server_host=127.0.0.1" in problems[0]
+    assert problems[0].startswith("host local")
+
+
+def test_two_nodes_with_one_url_are_refused():
+    hostvars = {"a": {"gateway_worker_url": "http://n:1"}, "b": {"gateway_worker_url": "http://N:1/"}}
+    _workers, problems = core.fleet_workers(["a", "b"], hostvars, "gw")
+    assert len(problems) == 1 and "already" in problems[0]
+
+
+def test_a_workers_labels_carry_its_name_and_a_digest_of_its_key_never_the_key():
+    body = core.registration({"name": "gpu01", "url": "http://10.0.0.11:30000/", "api_key": "k1"})
+    assert body["url"] == "http://10.0.0.11:30000" and body["api_key"] == "k1"
+    assert body["labels"]["node"] == "gpu01" and "k1" not in json.dumps(body["labels"])
+    other = core.registration({"name": "gpu01", "url": "http://10.0.0.11:30000", "api_key": "k2"})
+    assert other["labels"][core.KEY_LABEL] != body["labels"][core.KEY_LABEL]
+    assert "api_key" not in core.registration({"url": "http://h:1"})
+
+
+class FakeGateway(object):
+    """sglang-router 0.3.2's admin API over exchange(): registration is immediate for reachable URLs; an
+    unreachable one is never listed, as the real gateway keeps it in its background job."""
+
+    def __init__(self, admin_key="adm", unreachable=()):
+        self.admin_key = admin_key
+        self.unreachable = set(unreachable)
+        self.registered = {}
+        self.requests = []
+        self.serial = 0
+
+    def exchange(self, url, method, body, headers, timeout, limit):
+        path = url.split("//", 1)[1].partition("/")[2]
+        self.requests.append((method, "/" + path))
+        if ("Authorization", "Bearer " + self.admin_key) not in headers:
+            return 401, b"Missing or invalid Authorization header"
+        document = json.loads(body) if body else None
+        if method == "GET" and path == "workers":
+            listed = [dict(entry, id=worker_id) for worker_id, entry in self.registered.items()]
+            return 200, json.dumps({"workers": listed, "total": len(listed)}).encode()
+        if method == "POST" and path == "workers":
+            if document["url"] not in self.unreachable:
+                self.serial += 1
+                self.registered["id-%d" % self.serial] = {"url": document["url"], "is_healthy": True,
+                                                          "metadata": document.get("labels", {})}
+            return 202, b'{"status":"accepted"}'
+        worker_id = path.partition("/")[2]
+        if worker_id not in self.registered:
+            return 404, b'{"code":"WORKER_NOT_FOUND"}'
+        if method == "DELETE":
+            del self.registered[worker_id]
+        elif method == "PUT":
+            self.registered[worker_id]["metadata"] = document["labels"]
+        return 202, b'{"status":"accepted"}'
+
+
+class Unanswered(Exception):
+    pass
+
+
+def gateway_of(fake, admin_key="adm"):
+    return core.Gateway("http://127.0.0.1:30080/", admin_key, fake.exchange, Unanswered)
+
+
+FLEET = [{"name": "gpu01", "url": "http://10.0.0.11:30000", "api_key": "k1"},
+         {"name": "gpu02", "url": "http://10.0.0.12:30000", "api_key": "k2"}]
+
+
+def converge(gateway, workers, out=(), exclusive=True):
+    steps = core.plan(gateway.workers(), workers, out, exclusive)
+    core.apply(gateway, steps)
+    return steps
+
+
+def test_reconcile_adds_then_changes_nothing():
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    steps = converge(gateway, FLEET)
+    assert [body["url"] for body in steps["add"]] == ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]
+    again = core.plan(gateway.workers(), FLEET)
+    assert again["add"] == again["update"] == again["remove"] == [] and len(again["keep"]) == 2
+    assert core.describe(again) == []
+
+
+def test_a_worker_left_out_of_the_list_is_removed_by_id_unless_not_exclusive():
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    assert core.plan(gateway.workers(), FLEET[:1], exclusive=False)["remove"] == []
+    steps = converge(gateway, FLEET[:1])
+    assert [entry["url"] for entry in steps["remove"]] == ["http://10.0.0.12:30000"]
+    assert ("DELETE", "/workers/id-2") in fake.requests
+    assert [entry["url"] for entry in gateway.workers()] == ["http://10.0.0.11:30000"]
+
+
+def test_a_changed_key_is_updated_in_place():
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    rotated = [FLEET[0], dict(FLEET[1], api_key="k2-new")]
+    steps = converge(gateway, rotated)
+    assert [worker_id for worker_id, _body in steps["update"]] == ["id-2"] and steps["add"] == []
+    assert steps["update"][0][1]["api_key"] == "k2-new"
+    assert core.describe(steps) == ["update http://10.0.0.12:30000 (gpu02): key or labels"]
+    assert core.plan(gateway.workers(), rotated)["update"] == []
+
+
+def test_a_worker_taken_out_is_removed_and_put_back_when_no_longer_out():
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    steps = converge(gateway, FLEET, out=["gpu02"])
+    assert steps["out"] == ["http://10.0.0.12:30000"] and len(steps["remove"]) == 1
+    assert core.plan(gateway.workers(), FLEET, out=["http://10.0.0.12:30000/"])["remove"] == []
+    steps = converge(gateway, FLEET)
+    assert [body["url"] for body in steps["add"]] == ["http://10.0.0.12:30000"]
+
+
+def test_out_must_name_a_worker_of_the_list():
+    assert core.out_problems(["gpu02", "HTTP://10.0.0.11:30000/"], FLEET) == []
+    assert core.out_problems(["gpu09"], FLEET) == ["out: gpu09 is the name or URL of no worker of workers"]
+
+
+def test_the_admin_key_is_sent_and_a_refusal_says_so():
+    gateway = gateway_of(FakeGateway(), admin_key="wrong")
+    with pytest.raises(core.GatewayError, match="HTTP 401 \\(the admin key is wrong or missing\\)"):
+        gateway.workers()
+
+
+def test_no_answer_is_a_gateway_error_naming_the_request():
+    def silent(*_args, **_kwargs):
+        raise Unanswered("gave no answer within 10.0 s")
+    gateway = core.Gateway("http://127.0.0.1:30080", "adm", silent, Unanswered)
+    with pytest.raises(core.GatewayError, match="GET http://127.0.0.1:30080/workers gave no answer"):
+        gateway.workers()
+
+
+def test_an_answer_that_is_no_worker_list_is_refused():
+    with pytest.raises(ValueError):
+        core.registered({"error": "x"})
+    with pytest.raises(ValueError):
+        core.registered({"workers": [{"url": "http://h:1"}]})
+
+
+def test_waiting_ends_at_the_deadline_naming_the_workers_never_listed():
+    fake = FakeGateway(unreachable=["http://10.0.0.12:30000"])
+    gateway = gateway_of(fake)
+    steps = converge(gateway, FLEET)
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+    listing, waiting = core.wait_registered(gateway, [body["url"] for body in steps["add"]], 2.0,
+                                            clock=lambda: now[0], sleep=sleep)
+    assert waiting == ["http://10.0.0.12:30000"] and [entry["url"] for entry in listing] == ["http://10.0.0.11:30000"]
+    assert 2.0 <= now[0] <= 2.0 + core.POLL_INTERVAL
+
+
+def test_the_diff_shows_urls_and_names_never_keys():
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET[:1])
+    before = gateway.workers()
+    shown_before, shown_after = core.diff_lines(before, core.plan(before, FLEET, out=["gpu01"]), FLEET)
+    assert shown_before == "http://10.0.0.11:30000 (gpu01)\n"
+    assert shown_after == "http://10.0.0.12:30000 (gpu02)\n"
+    assert "k1" not in shown_before + shown_after
