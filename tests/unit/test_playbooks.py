@@ -14,11 +14,17 @@ def plays(name):
 
 def test_site_switches_a_nodes_stack_in_the_same_batch_as_its_server():
     """With gpu_node_serial, a node's stack must not move before its own turn: one play, serial, every role."""
-    play, service_discovery = plays("site.yml")
+    play, _gateway, service_discovery = plays("site.yml")
     assert service_discovery["ansible.builtin.import_playbook"] == "prometheus_sd.yml"
     assert play["serial"] == "{{ gpu_node_serial | default('100%') }}"
     assert play["max_fail_percentage"] == 0
     assert [role["role"] for role in play["roles"]] == ROLES
+
+
+def test_the_gateway_runs_only_on_the_hosts_of_the_gateway_group_after_the_nodes():
+    _nodes, gateway, _service_discovery = plays("site.yml")
+    assert gateway["hosts"] == "gateway"
+    assert [role["role"] for role in gateway["roles"]] == ["blackwell.gpu_node.gateway"]
 
 
 def test_provision_honours_gpu_node_serial():
@@ -115,7 +121,7 @@ def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
 
 
 def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_the_controller():
-    (site, _service_discovery) = plays("site.yml")
+    (site, _gateway, _service_discovery) = plays("site.yml")
     monitoring = next(role for role in site["roles"] if role["role"] == "blackwell.gpu_node.monitoring")
     assert monitoring["when"] == "gpu_node_monitoring | default(false) | bool"
     for name in ("site.yml", "serve.yml"):

@@ -19,9 +19,11 @@ __metaclass__ = type  # pragma: no mutate
 
 import hashlib
 import json
+import re
 import time
 from urllib.parse import urlsplit
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING, systemd_quote
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
 # `--policy` choices of sglang-router 0.3.2 (router_args.py; `bucket` is a prefill policy only).
@@ -393,3 +395,76 @@ def view(listing, workers):
     """The registered workers as a result shows them: id, url, name, healthy (never a key)."""
     names = dict((normalized_url(worker["url"]), worker.get("name")) for worker in workers)
     return [_worker_view(entry, names) for entry in listing]
+
+
+def normalized_settings(settings):
+    """settings with the ports and COUNTS that arrive as digits (from -e, or templated before ansible-core 2.19)
+    as numbers."""
+    found = dict(settings)
+    for key in ["port", "metrics_port"] + [key for key, _least in COUNTS]:
+        if isinstance(found.get(key), str) and found[key].isdigit():
+            found[key] = int(found[key])
+    found["server_ports"] = dict((variable, int(port) if isinstance(port, str) and port.isdigit() else port)
+                                 for variable, port in (settings.get("server_ports") or {}).items())
+    return found
+
+
+# The gateway's flag for each setting; the keys are never among them (the launcher reads those from a file).
+FLAGS = (("host", "--host"), ("port", "--port"), ("metrics_host", "--prometheus-host"),
+         ("metrics_port", "--prometheus-port"), ("policy", "--policy"),
+         ("health_check_interval", "--health-check-interval-secs"),
+         ("health_check_timeout", "--health-check-timeout-secs"),
+         ("health_failure_threshold", "--health-failure-threshold"),
+         ("health_success_threshold", "--health-success-threshold"), ("retry_max_retries", "--retry-max-retries"),
+         ("request_timeout", "--request-timeout-secs"), ("worker_startup_timeout", "--worker-startup-timeout-secs"),
+         ("shutdown_grace_period", "--shutdown-grace-period-secs"))
+
+
+def router_arguments(settings):
+    """The gateway's own arguments for settings (checked by settings_problems): no --worker-urls (each worker is
+    registered with its own key), no --log-dir (journald keeps the log), no key."""
+    arguments = []
+    for key, flag in FLAGS:
+        arguments += [flag, str(settings[key])]
+    return arguments + ["--log-level", settings.get("log_level") or "info"]
+
+
+def unit_values(settings, python, launcher, secrets_path, workers_path):
+    """The values the unit template places, each quoted for systemd: ExecStart runs the launcher with python in
+    isolated mode (-I: no PYTHON* variable, no user site, not the script's directory on the path)."""
+    argv = [python, "-I", launcher, "--secrets", secrets_path, "--workers", workers_path, "--"]
+    argv += router_arguments(settings)
+    return {"exec_start": " ".join(systemd_quote(word) for word in argv), "user": systemd_quote(settings["user"]),
+            "hardening": list(HARDENING),
+            # systemd stops it with SIGTERM; the gateway waits up to its grace period for requests in flight.
+            "stop_timeout": int(settings["shutdown_grace_period"]) + 15}
+
+
+def pip_sources(index_url, mirrors, offline, wheelhouse):
+    """pip's options for where the pins come from: the wheelhouse alone when offline, else index_url with the
+    longest matching prefix of mirrors (ml_stack_index_mirrors' form) replaced."""
+    if offline:
+        return ["--no-index", "--find-links", wheelhouse]
+    matching = sorted((prefix for prefix in mirrors or {} if index_url.startswith(prefix)), key=len)
+    if matching:
+        index_url = mirrors[matching[-1]] + index_url[len(matching[-1]):]
+    return ["--index-url", index_url]
+
+
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def missing_pins(requirements_text, freeze_text):
+    """The pins (name==version lines of requirements_text) that `pip freeze` output does not show installed."""
+    installed = set()
+    for line in freeze_text.splitlines():
+        name, equals, version = line.strip().partition("==")
+        if equals:
+            installed.add((_canonical(name), version.strip()))
+    missing = []
+    for line in requirements_text.splitlines():
+        name, equals, version = line.split("#")[0].strip().partition("==")
+        if equals and (_canonical(name), version.strip()) not in installed:
+            missing.append("%s==%s" % (name.strip(), version.strip()))
+    return missing

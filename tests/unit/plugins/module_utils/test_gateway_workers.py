@@ -259,3 +259,30 @@ def test_the_diff_shows_urls_and_names_never_keys():
     assert shown_before == "http://10.0.0.11:30000 (gpu01)\n"
     assert shown_after == "http://10.0.0.12:30000 (gpu02)\n"
     assert "k1" not in shown_before + shown_after
+
+
+def test_the_units_command_runs_the_launcher_with_the_gateways_flags_and_no_key():
+    settings = core.normalized_settings(dict(SETTINGS, port="30080", user="sglang-gateway", log_level="warn"))
+    unit = core.unit_values(settings, "/opt/gw/bin/python", "/etc/gw/gateway_launch.py", "/etc/gw/secrets.json",
+                            "/etc/gw/workers.json")
+    assert unit["exec_start"].startswith("/opt/gw/bin/python -I /etc/gw/gateway_launch.py --secrets "
+                                         "/etc/gw/secrets.json --workers /etc/gw/workers.json -- --host 127.0.0.1 "
+                                         "--port 30080 --prometheus-host 127.0.0.1 --prometheus-port 29000 ")
+    assert "--policy round_robin" in unit["exec_start"] and unit["exec_start"].endswith("--log-level warn")
+    assert SETTINGS["admin_key"] not in unit["exec_start"] and "--worker-urls" not in unit["exec_start"]
+    assert "--log-dir" not in unit["exec_start"]
+    assert "NoNewPrivileges=yes" in unit["hardening"] and unit["stop_timeout"] == 195
+
+
+def test_pip_takes_the_pins_from_the_wheelhouse_offline_else_from_the_mirrored_index():
+    assert core.pip_sources("https://pypi.org/simple", {}, True, "/wh") == ["--no-index", "--find-links", "/wh"]
+    mirrors = {"https://pypi.org/": "https://m.example/pypi/", "https://pypi.org/simple": "https://m2/simple"}
+    assert core.pip_sources("https://pypi.org/simple", mirrors, False, "/wh") == ["--index-url", "https://m2/simple"]
+    assert core.pip_sources("https://other/simple", mirrors, False, "/wh") == ["--index-url", "https://other/simple"]
+
+
+def test_missing_pins_compares_normalized_names_and_exact_versions():
+    requirements = "# pins\nsglang-router==0.3.2\npydantic-core==2.50.5\nh11==0.16.0\n"
+    freeze = "sglang_router==0.3.2\npydantic_core==2.50.5\nh11==0.14.0\npip==24.0\n"
+    assert core.missing_pins(requirements, freeze) == ["h11==0.16.0"]
+    assert core.missing_pins(requirements, "") == ["sglang-router==0.3.2", "pydantic-core==2.50.5", "h11==0.16.0"]
