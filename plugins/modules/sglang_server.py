@@ -483,6 +483,13 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets
     secret_values,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
+    launch,
+    log_offset,
+    resolve_manager,
+    stop_group,
+    terminate,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     foreign_writable,
@@ -514,16 +521,12 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options
     name_problems,
     normalized_environment,
     port_state,
-    resolve_manager,
     secret_flag_problems,
     service_account,
     text_problems,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.processes import (
     device_holders,
-    launch,
-    log_offset,
-    terminate,
     wait_gpu_release,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.runs_from import (
@@ -562,13 +565,13 @@ def withdraw_unit(module, state, check=True):
 
 
 def stop(module, instance, state, result):
-    members = group_members(state["pid"]) or [state["pid"]]
     if state.get("manager") == "systemd":
+        members = group_members(state["pid"]) or [state["pid"]]
         # systemd stops the unit's whole cgroup: SIGTERM, then SIGKILL after TimeoutStopSec.
         withdraw_unit(module, state)
         result["forced"] = []
     else:
-        result["forced"] = terminate(members, module.params["stop_timeout"], signal_group=state["pid"])
+        members, result["forced"] = stop_group(state, module.params["stop_timeout"])
     result["killed"] = members
     result["gpu_released"] = wait_gpu_release(members, module.params["gpu_release_timeout"])
     if result["gpu_released"] is False:
@@ -617,7 +620,7 @@ def start_unit(module, instance, unit_text, secrets, log_gid):
         write_atomically(directory, unit, unit_text, 0o644)
     finally:
         os.close(directory)
-    offset = log_offset(params["log_path"], log_gid)
+    offset = log_offset(params["log_path"], log_gid, "the server")
     systemctl(module, "daemon-reload")
     # A unit that systemd gave up on (start limit hit) must be reset before it can start again.
     systemctl(module, "reset-failed", unit, check=False)
@@ -651,7 +654,7 @@ def start(module, instance, argv, unit, account, log_gid, result):
     else:
         try:
             process, state["offset"], state["start_time"] = launch(argv, server_env(params), params["log_path"],
-                                                                   account, log_gid)
+                                                                   account, log_gid, "the server")
         except (OSError, InvalidOption) as exc:
             module.fail_json(msg="The server was not started: %s" % exc, **result)
         if state["start_time"] is None:
@@ -665,7 +668,7 @@ def start(module, instance, argv, unit, account, log_gid, result):
         if params["manager"] == "systemd":
             withdraw_unit(module, state, check=False)
         else:
-            terminate(group_members(state["pid"]) or [state["pid"]], params["stop_timeout"], signal_group=state["pid"])
+            stop_group(state, params["stop_timeout"])
         instance.forget()
         module.fail_json(msg="The server started (pid %d) but could not be recorded in state_dir=%s (%s), so it "
                              "was stopped again: fix state_dir and run again." % (state["pid"], params["state_dir"], exc),
@@ -816,7 +819,7 @@ def main():
     wanted = params["state"] in ("started", "restarted")
     argv = account = log_gid = unit = None
     if wanted:
-        params["manager"], result["manager_reason"] = resolve_manager(params["manager"])
+        params["manager"], result["manager_reason"] = resolve_manager(params["manager"], "the server")
         result["manager"] = params["manager"]
         # Secrets in extra_args (--api-key=KEY) are no option of their own: mask them in all output, the
         # invocation's echo of extra_args included, before anything can fail.

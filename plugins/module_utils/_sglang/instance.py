@@ -11,29 +11,17 @@ __metaclass__ = type  # pragma: no mutate
 import json
 import os
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import StateRefused, Tracked
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
-    FileRefused,
     path_kind,
-    read_regular,
     read_text,
-    remove,
-    trusted_directory,
     write_atomically,
-)
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import (
-    boot_id,
-    process_argv,
-    process_start_time,
-    process_uid,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import SECRET_FLAGS, secret_values
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import UNIT_PROPERTIES, unit_status
 
 # How many launches <name>.launches.json keeps, newest first: enough to look at a crash a few restarts back.
 LAUNCH_HISTORY = 5
-# A state file is a few KiB.
-STATE_LIMIT = 1 << 20
-
 
 # What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
 # boot, the boot it ran in), which dates it against the kernel's log.
@@ -44,7 +32,7 @@ LAUNCH_FIELDS = ("pid", "start_time", "offset", "log_path", "started_at", "boot_
 LAUNCH_MASK_FIELDS = ("secret_flags", "secret_values")
 
 
-class BadState(ValueError):
+class BadState(StateRefused):
     """A state file that this module cannot trust; its message names the file and what to do."""
 
 
@@ -79,88 +67,30 @@ def observe_recorded(module, instance):
     return recorded, bool(recorded) and instance.running(recorded), None
 
 
-class Instance(object):
-    """The pid and state files of one named server, in state_dir (never written through a link)."""
+class Instance(Tracked):
+    """The pid and state files of one named server, in state_dir (never written through a link), its secret
+    environment file and its launch history.
+
+    SGLang retitles its child processes (`sglang::scheduler...`), not the process it was launched as, so the
+    main process's command line must be the recorded argv; a `sglang::` title is accepted too, should a version
+    retitle it."""
+
+    writer = "sglang_server"
+    what = "server"
+    error = BadState
+    retitles = ("sglang::",)
 
     def __init__(self, state_dir, name):
-        self.state_dir = state_dir
-        self.name = name
-        self.pid_path = os.path.join(state_dir, name + ".pid")
-        self.state_path = os.path.join(state_dir, name + ".json")
+        super(Instance, self).__init__(state_dir, name)
         self.secret_env_name = name + ".secret.env"
         self.secret_env_path = os.path.join(state_dir, self.secret_env_name)
         # Kept when the server is stopped or forgotten: a crash is looked at after the next run cleaned up.
         self.launches_name = name + ".launches.json"
         self.launches_path = os.path.join(state_dir, self.launches_name)
 
-    def directory(self, create=False):
-        """A descriptor of state_dir, which root alone may change at every level: the state names the pid root
-        signals and the command line it compares, so a state another user could edit would let that user have
-        root stop any process."""
-        return trusted_directory(self.state_dir, "state_dir", 0o750 if create else None)
-
-    def load(self):
-        """The recorded state, None when there is none; BadState when the file cannot be trusted."""
-        if path_kind(self.state_dir) is None:
-            return None
-        directory = self.directory()
-        try:
-            found = read_regular(self.name + ".json", STATE_LIMIT, directory)
-        except FileRefused as exc:
-            raise self.bad("it is not what sglang_server writes there: %s" % exc)
-        except OSError as exc:
-            raise self.bad("it cannot be opened as a file (%s)" % exc.strerror)
-        finally:
-            os.close(directory)
-        if found is None:
-            return None
-        try:
-            state = json.loads(found["data"].decode("utf-8"))
-        except ValueError as exc:
-            raise self.bad("it is not JSON (%s)" % exc)
-        problem = state_problem(state)
-        if problem:
-            raise self.bad(problem)
-        return state
-
-    def running(self, state, proc_root="/proc", boot=None, uid=None):
-        """True when the recorded server runs: same pid, kernel start time and boot as at the launch. False
-        when it is gone (its pid free or another process's since). BadState when a live process has the
-        recorded pid and start time but is not the server this module started (another user than the recorded
-        one, another command line): such a process is never signalled. A state written before boot ids and
-        service users were recorded is still recognised by pid, start time, root and command line.
-
-        SGLang retitles its child processes (`sglang::scheduler...`), not the process it was launched as, so
-        the main process's command line must be the recorded argv; a `sglang::` title is accepted too, should
-        a version retitle it."""
-        if state.get("boot_id") and state["boot_id"] != (boot or boot_id()):
-            return False
-        if process_start_time(state["pid"], proc_root) != state["start_time"]:
-            return False
-        owner = process_uid(state["pid"], proc_root)
-        # A state of a version before the service user has no uid: its server ran as the module's user, root.
-        expected = state.get("uid", os.geteuid()) if uid is None else uid
-        argv = process_argv(state["pid"], proc_root) or []
-        if owner != expected:
-            raise self.bad("pid %d runs as uid %s, not as uid %d that launched the server" % (
-                state["pid"], owner, expected))
-        if argv != state["argv"] and not (argv and argv[0].startswith("sglang::")):
-            raise self.bad("pid %d runs %r, not the recorded server's command line" % (
-                state["pid"], " ".join(argv)[:200]))
-        return True
-
-    def bad(self, problem):
-        return BadState("The state file %s cannot be trusted: %s. Nothing was signalled or changed. Check "
-                        "that no server of this instance runs, then remove %s and %s."
-                        % (self.state_path, problem, self.state_path, self.pid_path))
-
-    def save(self, state):
-        directory = self.directory(create=True)
-        try:
-            write_atomically(directory, self.name + ".json", json.dumps(state, indent=2, sort_keys=True), 0o600)
-            write_atomically(directory, self.name + ".pid", "%d\n" % state["pid"], 0o600)
-        finally:
-            os.close(directory)
+    def files(self):
+        """The pid, state and secret environment files: what forget() removes."""
+        return super(Instance, self).files() + [self.secret_env_name]
 
     def launches(self):
         """The recorded launches, newest first; [] when there are none. An entry that is not a launch (a file
@@ -203,32 +133,6 @@ class Instance(object):
             write_atomically(directory, self.secret_env_name, text, 0o600)
         finally:
             os.close(directory)
-
-    def forget(self):
-        """Remove the pid, state and secret environment files; the names of those that were there."""
-        if path_kind(self.state_dir) is None:
-            return []
-        directory = self.directory()
-        try:
-            return [name for name in (self.name + ".pid", self.name + ".json", self.secret_env_name)
-                    if remove(directory, name)]
-        finally:
-            os.close(directory)
-
-
-def state_problem(state):
-    """What makes a loaded state unusable, or None."""
-    if not isinstance(state, dict):
-        return "it holds no JSON object"
-    for key, kinds in (("pid", int), ("start_time", int), ("argv", list), ("env_digest", str),
-                       ("log_path", str), ("offset", int)):
-        if isinstance(state.get(key), bool) or not isinstance(state.get(key), kinds):
-            return "%s is missing or not of the right type" % key
-    if not all(isinstance(word, str) for word in state["argv"]) or not state["argv"]:
-        return "argv is not a command line"
-    if state["pid"] <= 1:
-        return "pid %d is not a server's (pid 1 is init, 0 and below are process groups)" % state["pid"]
-    return None
 
 
 def launch_problem(entry):

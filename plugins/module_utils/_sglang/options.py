@@ -17,13 +17,15 @@ import re
 import socket
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account, group_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
+    log_path_problem as detached_log_path_problem,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     nearest_existing,
     path_kind,
     trusted_directory,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import SYSTEMD_RUNTIME_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problems
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.speculative import (
     draft_model_problem,
@@ -96,16 +98,6 @@ def normalized_environment(env, option):
     return values, problems
 
 
-def resolve_manager(requested, systemd_runtime_dir=SYSTEMD_RUNTIME_DIR):
-    """(manager, why): `auto` is systemd where systemd is PID 1, else the module's own detached process."""
-    if requested != "auto":
-        return requested, "manager=%s was asked for" % requested
-    if os.path.isdir(systemd_runtime_dir):
-        return "systemd", "manager=auto: systemd is PID 1 here (%s exists)" % systemd_runtime_dir
-    return "module", "manager=auto: systemd is not PID 1 here (no %s), so the module runs the server" % (
-        systemd_runtime_dir)
-
-
 def service_account(user, group=None, log_group=None):
     """(account, log_gid, problems): who the server runs as and the log's group id. account is None when user
     is None (the server runs as the module's own user, root). Its `groups` are the user's supplementary groups
@@ -176,11 +168,7 @@ def text_problems(params):
 
 
 def log_path_problem(log_path):
-    kind = path_kind(log_path)
-    if kind in (None, "file"):
-        return None
-    return ("log_path=%s is a %s: only a regular file (or a path that does not exist yet) is accepted as the "
-            "server's log" % (log_path, kind))
+    return detached_log_path_problem(log_path, "the server")
 
 
 def recorded_option(argv, flag):

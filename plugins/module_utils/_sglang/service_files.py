@@ -12,13 +12,13 @@ __metaclass__ = type  # pragma: no mutate
 
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import PROCESS_UMASK
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import MASK, SECRET_FLAGS, masked_argv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import (
     HARDENING,
     systemd_path,
     systemd_quote,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.processes import SERVER_UMASK
 
 SECRET_VARIABLE = "BLACKWELL_GPU_NODE_SECRET_ARG"
 
@@ -69,7 +69,7 @@ def systemd_unit(name, argv, env, log_path, secret_env_path, service, secret_fla
               for item in sorted(env.items())]
     if service.get("user") is not None:
         lines += ["User=%s" % systemd_quote(service["user"]), "Group=%s" % systemd_quote(service["group"])]
-    lines.append("UMask=%04o" % SERVER_UMASK)
+    lines.append("UMask=%04o" % PROCESS_UMASK)
     if secrets or secret_env:
         lines.append("EnvironmentFile=%s" % systemd_path(secret_env_path))
     lines += [

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import accounts as common_accounts
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import detached as common_detached
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import errors as common_errors
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import files as common_files
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import processes as common_processes
@@ -376,7 +377,7 @@ def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
 
     def open_it():
         try:
-            sglang_processes.open_log(str(odd_paths / name))
+            common_detached.open_log(str(odd_paths / name))
         except common_errors.InvalidOption as exc:
             outcome.append(str(exc))
     opener = threading.Thread(target=open_it, daemon=True)
@@ -392,16 +393,16 @@ def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
 def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
     old_umask = os.umask(0)
     try:
-        descriptor = sglang_processes.open_log(str(tmp_path / "logs" / "new.log"))
+        descriptor = common_detached.open_log(str(tmp_path / "logs" / "new.log"))
         os.close(descriptor)
         existing = tmp_path / "old.log"
         existing.write_text("x")
         existing.chmod(0o600)
-        assert sglang_processes.log_offset(str(existing)) == 1
+        assert common_detached.log_offset(str(existing)) == 1
         world_readable = tmp_path / "earlier-version.log"
         world_readable.write_text("")
         world_readable.chmod(0o664)
-        os.close(sglang_processes.open_log(str(world_readable)))
+        os.close(common_detached.open_log(str(world_readable)))
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE((tmp_path / "logs" / "new.log").stat().st_mode) == 0o640
@@ -411,7 +412,7 @@ def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
 
 def test_open_log_leaves_a_blocking_descriptor(tmp_path):
     import fcntl
-    descriptor = sglang_processes.open_log(str(tmp_path / "s.log"))
+    descriptor = common_detached.open_log(str(tmp_path / "s.log"))
     try:
         assert not fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_NONBLOCK
     finally:
@@ -467,7 +468,7 @@ def test_group_members_and_terminate(tmp_path):
         time.sleep(0.05)
     members = common_processes.group_members(leader.pid)
     assert len(members) == 3 and leader.pid in members
-    assert sglang_processes.terminate(members, grace=5, signal_group=leader.pid) == []
+    assert common_detached.terminate(members, grace=5, signal_group=leader.pid) == []
     leader.wait()
     assert common_processes.group_members(leader.pid) == []
 
@@ -477,7 +478,7 @@ def test_terminate_escalates_to_sigkill():
                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"],
                                 stdout=subprocess.PIPE)
     stubborn.stdout.readline()
-    assert sglang_processes.terminate([stubborn.pid], grace=0.5) == [stubborn.pid]
+    assert common_detached.terminate([stubborn.pid], grace=0.5) == [stubborn.pid]
     assert stubborn.wait(5) == -9
 
 
@@ -644,10 +645,10 @@ def test_forget_removes_the_secret_environment_file_too(tmp_path):
 # --- the service user, systemd as the identity, bounded crash loops, the log's rotation (issue 13) ---
 
 def test_auto_picks_systemd_only_where_it_is_pid_1(tmp_path):
-    assert sglang_options.resolve_manager("auto", str(tmp_path))[0] == "systemd"
-    manager, why = sglang_options.resolve_manager("auto", str(tmp_path / "absent"))
+    assert common_detached.resolve_manager("auto", "the server", str(tmp_path))[0] == "systemd"
+    manager, why = common_detached.resolve_manager("auto", "the server", str(tmp_path / "absent"))
     assert manager == "module" and "systemd is not PID 1" in why
-    assert sglang_options.resolve_manager("module", str(tmp_path)) == ("module", "manager=module was asked for")
+    assert common_detached.resolve_manager("module", "the server", str(tmp_path)) == ("module", "manager=module was asked for")
 
 
 def test_a_missing_user_is_named_with_the_role_that_creates_it():
@@ -669,9 +670,9 @@ def test_the_account_has_the_users_home_group_and_supplementary_groups():
 
 def test_home_is_the_users_unless_env_says_otherwise():
     account = {"user": "sglang", "home": "/var/lib/sglang"}
-    assert sglang_processes.server_environment({"HOME": "/root"}, {}, account)["HOME"] == "/var/lib/sglang"
-    assert sglang_processes.server_environment({"HOME": "/root"}, {"HOME": "/srv/cache"}, account)["HOME"] == "/srv/cache"
-    assert sglang_processes.server_environment({"HOME": "/root"}, {}, None)["HOME"] == "/root"
+    assert common_detached.process_environment({"HOME": "/root"}, {}, account)["HOME"] == "/var/lib/sglang"
+    assert common_detached.process_environment({"HOME": "/root"}, {"HOME": "/srv/cache"}, account)["HOME"] == "/srv/cache"
+    assert common_detached.process_environment({"HOME": "/root"}, {}, None)["HOME"] == "/root"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
@@ -680,7 +681,7 @@ def test_launch_drops_to_the_user_with_umask_027_and_keeps_the_log_roots(tmp_pat
     log = tmp_path / "server.log"
     account = {"user": "nobody", "uid": 65534, "gid": 65534, "groups": [], "home": "/nonexistent"}
     script = 'echo "$(id -u) $(id -G) $(umask) $HOME $(pwd)"'
-    process, offset, _start = sglang_processes.launch(["/bin/sh", "-c", script], {}, str(log), account, log_gid=0)
+    process, offset, _start = common_detached.launch(["/bin/sh", "-c", script], {}, str(log), account, log_gid=0)
     process.wait()
     assert offset == 0
     assert log.read_text().split() == ["65534", "65534", "0027", "/nonexistent", "/"]
@@ -690,13 +691,13 @@ def test_launch_drops_to_the_user_with_umask_027_and_keeps_the_log_roots(tmp_pat
 
 def test_log_group_is_set_on_the_open_file_never_through_a_link(tmp_path):
     gid = 1  # daemon: any group but the one the file would get
-    descriptor = sglang_processes.open_log(str(tmp_path / "s.log"), gid)
+    descriptor = common_detached.open_log(str(tmp_path / "s.log"), gid)
     os.close(descriptor)
     assert (tmp_path / "s.log").stat().st_gid == gid
     (tmp_path / "target").write_text("")
     os.symlink(str(tmp_path / "target"), str(tmp_path / "link.log"))
     with pytest.raises(common_errors.InvalidOption, match="is a symbolic link"):
-        sglang_processes.open_log(str(tmp_path / "link.log"), gid)
+        common_detached.open_log(str(tmp_path / "link.log"), gid)
 
 
 def test_a_state_of_the_previous_version_is_still_recognised(tmp_path):
@@ -954,11 +955,11 @@ def test_python_and_model_problems_in_full(tmp_path):
 
 
 def test_manager_auto_says_why(tmp_path):
-    assert sglang_options.resolve_manager("auto", str(tmp_path)) == (
+    assert common_detached.resolve_manager("auto", "the server", str(tmp_path)) == (
         "systemd", "manager=auto: systemd is PID 1 here (%s exists)" % tmp_path)
-    assert sglang_options.resolve_manager("auto", str(tmp_path / "no")) == (
+    assert common_detached.resolve_manager("auto", "the server", str(tmp_path / "no")) == (
         "module", "manager=auto: systemd is not PID 1 here (no %s), so the module runs the server" % (tmp_path / "no"))
-    assert sglang_options.resolve_manager.__defaults__ == ("/run/systemd/system",)
+    assert common_detached.resolve_manager.__defaults__ == ("/run/systemd/system",)
 
 
 GOOD_STATE = {"pid": 2, "start_time": 5, "argv": ["x"], "env_digest": "", "log_path": "/l", "offset": 0}
@@ -971,7 +972,7 @@ GOOD_STATE = {"pid": 2, "start_time": 5, "argv": ["x"], "env_digest": "", "log_p
     ({"offset": "0"}, "offset is missing or not of the right type"),
 ])
 def test_state_problems_in_full(change, problem):
-    assert sglang_instance.state_problem(dict(GOOD_STATE, **change)) == problem
+    assert common_detached.state_problem(dict(GOOD_STATE, **change), "server") == problem
 
 
 @pytest.mark.parametrize("entry,problem", [
@@ -1152,7 +1153,7 @@ def test_the_state_files_names_and_modes(tmp_path):
 def test_a_new_log_and_its_directory_get_their_modes_whatever_the_umask(tmp_path):
     old = os.umask(0)
     try:
-        os.close(sglang_processes.open_log(str(tmp_path / "logs" / "s.log")))
+        os.close(common_detached.open_log(str(tmp_path / "logs" / "s.log")))
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(str(tmp_path / "logs")).st_mode) == 0o755
@@ -1162,7 +1163,7 @@ def test_a_new_log_and_its_directory_get_their_modes_whatever_the_umask(tmp_path
 def test_a_log_that_is_not_a_file_is_refused_with_the_paths_problem(tmp_path):
     os.mkfifo(str(tmp_path / "fifo.log"))
     with pytest.raises(common_errors.InvalidOption) as raised:
-        sglang_processes.open_log(str(tmp_path / "fifo.log"))
+        common_detached.open_log(str(tmp_path / "fifo.log"), process="the server")
     assert str(raised.value) == sglang_options.log_path_problem(str(tmp_path / "fifo.log"))
 
 
@@ -1222,7 +1223,7 @@ def test_wait_gpu_release_polls_every_half_second_up_to_the_timeout():
 
 def test_wait_gone_polls_every_tenth_of_a_second_up_to_the_timeout():
     sleep, clock, sleeps = fake_time()
-    assert sglang_processes.wait_gone([os.getpid()], 3, sleep=sleep, clock=clock) == [os.getpid()]
+    assert common_detached.wait_gone([os.getpid()], 3, sleep=sleep, clock=clock) == [os.getpid()]
     assert sleeps == [0.1, 0.1, 0.1]
 
 
@@ -1234,8 +1235,8 @@ def gone_pid():
 
 def test_terminating_what_is_gone_already_is_no_error():
     pid = gone_pid()
-    assert sglang_processes.terminate([pid], 0.2) == []
-    assert sglang_processes.terminate([pid], 0.2, signal_group=pid) == []
+    assert common_detached.terminate([pid], 0.2) == []
+    assert common_detached.terminate([pid], 0.2, signal_group=pid) == []
 
 
 def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path):
@@ -1243,7 +1244,7 @@ def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path)
     os.set_inheritable(inherited_write, True)
     started = time.monotonic()
     try:
-        process, offset, start_time = sglang_processes.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
+        process, offset, start_time = common_detached.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
     finally:
         os.close(inherited_read)
         os.close(inherited_write)
@@ -1265,9 +1266,9 @@ def test_launch_detaches_closes_descriptors_and_reports_the_start_time(tmp_path)
 
 def test_launch_of_a_command_that_exits_at_once_returns_at_once(tmp_path, monkeypatch):
     # Its start time is never read (it is gone by then): launch stops waiting once it has exited.
-    monkeypatch.setattr(sglang_processes, "process_start_time", lambda pid, proc_root="/proc": time.sleep(0.05))
+    monkeypatch.setattr(common_detached, "process_start_time", lambda pid, proc_root="/proc": time.sleep(0.05))
     started = time.monotonic()
-    process, _offset, start_time = sglang_processes.launch(["false"], {}, str(tmp_path / "s.log"))
+    process, _offset, start_time = common_detached.launch(["false"], {}, str(tmp_path / "s.log"))
     assert time.monotonic() - started < 4
     assert start_time is None and process.returncode == 1
 
@@ -1355,9 +1356,9 @@ def test_a_log_that_cannot_be_opened_says_why(tmp_path, monkeypatch):
         if path == "s.log":
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, *args, **kwargs)
-    monkeypatch.setattr(sglang_processes.os, "open", refusing)
+    monkeypatch.setattr(common_detached.os, "open", refusing)
     with pytest.raises(common_errors.InvalidOption) as raised:
-        sglang_processes.open_log(log)
+        common_detached.open_log(log)
     assert str(raised.value) == "log_path=%s cannot be opened: [Errno 13] Permission denied: 's.log'" % log
 
 
@@ -1366,19 +1367,19 @@ def test_a_log_in_a_directory_another_user_can_write_is_refused_before_anything_
     logs.mkdir()
     os.chown(str(logs), 65534, 65534)
     with pytest.raises(common_errors.InvalidOption) as raised:
-        sglang_processes.open_log(str(logs / "s.log"))
+        common_detached.open_log(str(logs / "s.log"))
     assert str(raised.value).startswith("log_path=%s: %s it belongs to nobody, not to root" % (logs, logs))
     assert os.listdir(str(logs)) == []
     os.chown(str(logs), 0, 0)
     os.chmod(str(logs), 0o777)
     with pytest.raises(common_errors.InvalidOption, match="its group or others can write it"):
-        sglang_processes.open_log(str(logs / "s.log"))
+        common_detached.open_log(str(logs / "s.log"))
 
 
 def test_a_log_swapped_for_a_device_after_the_check_is_still_refused(monkeypatch):
-    monkeypatch.setattr(sglang_processes, "log_path_problem", lambda path: None)  # as if it was a file when checked
+    monkeypatch.setattr(common_detached, "log_path_problem", lambda path, process: None)  # as if it was a file when checked
     with pytest.raises(common_errors.InvalidOption) as raised:
-        sglang_processes.open_log("/dev/null")
+        common_detached.open_log("/dev/null")
     assert str(raised.value) == "log_path=/dev/null is not a regular file"
 
 
@@ -1396,13 +1397,13 @@ def test_a_host_that_does_not_resolve_is_named_with_the_fix():
 
 def test_launch_waits_five_seconds_at_most_for_the_start_time(tmp_path, monkeypatch):
     now, asked = [0], []
-    monkeypatch.setattr(sglang_processes.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(common_detached.time, "monotonic", lambda: now[0])
 
     def unreadable(pid, proc_root="/proc"):
         asked.append(now[0])
         now[0] += 1
-    monkeypatch.setattr(sglang_processes, "process_start_time", unreadable)
-    process, _offset, start_time = sglang_processes.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
+    monkeypatch.setattr(common_detached, "process_start_time", unreadable)
+    process, _offset, start_time = common_detached.launch(["sleep", "30"], {}, str(tmp_path / "s.log"))
     try:
         assert start_time is None and asked == [0, 1, 2, 3, 4]
     finally:
@@ -1416,9 +1417,9 @@ def test_terminate_waits_ten_seconds_for_what_sigkill_hit(monkeypatch):
     def wait_gone(pids, timeout):
         waits.append(timeout)
         return list(pids)
-    monkeypatch.setattr(sglang_processes, "wait_gone", wait_gone)
+    monkeypatch.setattr(common_detached, "wait_gone", wait_gone)
     pid = gone_pid()
-    assert sglang_processes.terminate([pid], 3) == [pid]
+    assert common_detached.terminate([pid], 3) == [pid]
     assert waits == [3, 10]
 
 
