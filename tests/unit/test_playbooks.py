@@ -103,7 +103,8 @@ def test_no_playbook_wires_the_roles_together():
     assert not (PLAYBOOKS / "vars" / "wiring.yml").exists()
     for playbook in sorted(PLAYBOOKS.glob("*.yml")):
         for play in yaml.safe_load(playbook.read_text()):
-            assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml", "vars/benchmark.yml"}, playbook.name
+            assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml", "vars/benchmark.yml", "vars/gateway.yml"}, \
+                playbook.name
 
 
 def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
@@ -165,7 +166,7 @@ def test_health_drains_only_an_unhealthy_node_and_only_when_asked_with_the_upgra
     (drain,) = [task for task in nodes["tasks"] if task["name"] == "Drain the unhealthy node"]
     assert drain["when"] == ["gpu_node_health_drain | default(false) | bool",
                              "preflight_gpu_health.verdict == 'unhealthy'"]
-    assert drain["block"][0]["ansible.builtin.include_tasks"] == "{{ gpu_node_upgrade_drain_tasks }}"
+    assert drain["block"][0]["ansible.builtin.include_tasks"] == "{{ __gpu_node_drain_tasks }}"
     names = [task["name"] for task in nodes["tasks"]]
     assert names.index("Read the node's GPU health") < names.index("Drain the unhealthy node")
 
@@ -187,3 +188,15 @@ def test_the_upgrade_reads_the_gpus_health_again_before_it_drains_and_leaves_a_s
     (note,) = health["rescue"]
     noted = note["ansible.builtin.set_fact"]["gpu_node_upgrade"]
     assert "'needed': false, 'outcome': 'not prepared'" in noted
+
+
+def test_serve_drains_each_node_around_its_server_only_in_a_rolling_run():
+    serving, _service_discovery = plays("serve.yml")
+    assert serving["vars"]["__gpu_node_serve_drains"] == "{{ gpu_node_serial is defined }}"
+    (drain,) = [task for task in serving["pre_tasks"] if task["name"] == "Drain the node"]
+    (undrain,) = serving["post_tasks"]
+    assert drain["ansible.builtin.include_tasks"]["file"] == "{{ __gpu_node_drain_tasks }}"
+    assert undrain["ansible.builtin.include_tasks"]["file"] == "{{ __gpu_node_undrain_tasks }}"
+    for task in (drain, undrain):
+        assert task["when"].startswith("__gpu_node_serve_drains | bool and ")
+    assert [role["role"] for role in serving["roles"]] == ["blackwell.gpu_node.sglang_server"]

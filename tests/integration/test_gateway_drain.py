@@ -1,0 +1,210 @@
+"""The drain and undrain built in (playbooks/tasks/gateway_drain.yml, gateway_undrain.yml), run by Ansible on
+this machine against the real SGLang model gateway (sglang-router 0.3.2, as
+test_gateway_workers_module starts it) in front of two `sglang` stand-ins with metrics: node-slow answers each
+/generate after SLOW_S seconds, node-fast at once. Each test leaves both nodes in rotation."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import CHECKOUT, COLLECTIONS, STANDIN, free_port
+from process_tree import run_bounded
+from test_gateway_workers_module import ADMIN_KEY, Fleet, call, gateway_venv, wait_until
+
+# Long enough that the drain, however slowly Ansible starts, finds the request still running.
+SLOW_S = 10.0
+PLAY = """
+- hosts: {host}
+  gather_facts: false
+  vars_files:
+    - {checkout}/playbooks/vars/gateway.yml
+  tasks:
+    - name: Run it
+      ansible.builtin.include_tasks: {checkout}/playbooks/tasks/{tasks}.yml
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    venv = gateway_venv()
+    running = Fleet(tmp_path_factory.mktemp("gateway-drain"))
+    try:
+        for name, environment in (("node-slow", {"SGLANG_STANDIN_GENERATE_S": str(SLOW_S)}), ("node-fast", {})):
+            port = free_port()
+            running.spawn([sys.executable, "-m", "sglang.launch_server", "--model-path", "tiny", "--port", str(port),
+                           "--enable-metrics"], name + ".log", PYTHONPATH=str(STANDIN), SGLANG_STANDIN_STEP="0.01",
+                          **environment)
+            running.workers.append({"name": name, "url": "http://127.0.0.1:%d" % port, "port": port})
+        running.gateway(venv, running.workers)
+        wait_until(lambda: listed(running) == {"node-slow": True, "node-fast": True}, timeout=60)
+        yield running
+    finally:
+        running.stop()
+
+
+def listed(fleet):
+    """{node name: healthy} of the workers the gateway lists."""
+    try:
+        status, answer = call(fleet.url + "/workers", key=ADMIN_KEY)
+    except OSError:
+        return {}
+    names = dict((worker["url"], worker["name"]) for worker in fleet.workers)
+    return dict((names[worker["url"]], worker["is_healthy"]) for worker in answer["workers"]) if status == 200 else {}
+
+
+def inventory(fleet, tmp_path, **settings):
+    node = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gpu_node_become": False,
+            "sglang_server_enable_metrics": True}
+    nodes = dict((worker["name"], dict(node, sglang_server_port=worker["port"], gateway_worker_url=worker["url"],
+                                       ml_stack_venv_path=str(tmp_path / "ml-env"),
+                                       sglang_server_state_dir=str(tmp_path / "state"), **settings))
+                 for worker in fleet.workers)
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {
+        "gpu_nodes": {"hosts": nodes},
+        "gateway": {"hosts": {"gw": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                     "gateway_admin_key": ADMIN_KEY, "gateway_port": fleet.port}}}}}}))
+    return path
+
+
+def playbook(argv, inventory_path):
+    """(exit status, {task name: result of its first host}, output) of ansible-playbook with the json callback."""
+    environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                   ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_VERBOSE_TO_STDERR="1")
+    try:
+        completed = run_bounded([str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory_path)]
+                                + argv, timeout=240, env=environ)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("ansible-playbook did not end within 240 s; its processes were killed")
+    results = {}
+    for play in json.loads(completed.stdout)["plays"]:
+        for task in play["tasks"]:
+            for result in task["hosts"].values():
+                results.setdefault(task["task"]["name"], result)
+    return completed.returncode, results, completed.stdout + completed.stderr
+
+
+def hook(fleet, tmp_path, tasks, host="node-slow", **settings):
+    path = tmp_path / (tasks + ".play.yml")
+    path.write_text(PLAY.format(host=host, checkout=CHECKOUT, tasks=tasks))
+    return playbook(["-e", json.dumps(settings), str(path)] if settings else [str(path)],
+                    inventory(fleet, tmp_path))
+
+
+def generate(fleet, answers):
+    started = time.monotonic()
+    status, answer = call(fleet.url + "/generate", {"text": "hi"})
+    answers.append((status, answer["meta_info"]["standin_port"] if status == 200 else None,
+                    time.monotonic() - started))
+
+
+def slow_request_running(fleet):
+    """Threads whose requests run: round robin sends one of two to node-slow."""
+    answers = []
+    askers = [threading.Thread(target=generate, args=(fleet, answers)) for _ in range(2)]
+    for asker in askers:
+        asker.start()
+    time.sleep(0.5)
+    return askers, answers
+
+
+def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_the_undrain_puts_it_back(
+        fleet, tmp_path):
+    askers, answers = slow_request_running(fleet)
+    started = time.monotonic()
+    returncode, results, output = hook(fleet, tmp_path, "gateway_drain")
+    drained_after = time.monotonic() - started
+    for asker in askers:
+        asker.join(30)
+    assert returncode == 0, output
+    assert results["Take the node out of the model gateway's rotation"]["changes"] == [
+        "remove %s (node-slow)" % fleet.workers[0]["url"]]
+    # The request on node-slow ended (200) before the drain did: it waited for it.
+    assert sorted(status for status, _port, _seconds in answers) == [200, 200]
+    assert drained_after >= SLOW_S - 1.0, drained_after
+    assert results["Wait until the node's server has no request in flight, for gpu_node_gateway_drain_timeout at "
+                   "most"]["attempts"] > 1
+    assert results["Say that the drain's deadline passed"].get("skipped") is True
+    assert listed(fleet) == {"node-fast": True}
+    later = []
+    for _request in range(4):
+        generate(fleet, later)
+    assert [port for _status, port, _seconds in later] == [fleet.workers[1]["port"]] * 4
+
+    returncode, results, output = hook(fleet, tmp_path, "gateway_undrain")
+    assert returncode == 0, output
+    assert results["Put the node back into the model gateway's rotation and wait until the gateway finds it "
+                   "healthy"]["changes"] == ["add %s (node-slow)" % fleet.workers[0]["url"]]
+    assert listed(fleet) == {"node-slow": True, "node-fast": True}
+
+
+def test_past_its_deadline_the_drain_says_so_and_goes_on(fleet, tmp_path):
+    askers, answers = slow_request_running(fleet)
+    returncode, results, output = hook(fleet, tmp_path, "gateway_drain", gpu_node_gateway_drain_timeout=1)
+    assert returncode == 0, output
+    assert "node-slow: requests were still in flight after gpu_node_gateway_drain_timeout=1 s" in results[
+        "Say that the drain's deadline passed"]["msg"]
+    for asker in askers:
+        asker.join(30)
+    assert sorted(status for status, _port, _seconds in answers) == [200, 200]
+    assert hook(fleet, tmp_path, "gateway_undrain")[0] == 0
+    assert listed(fleet) == {"node-slow": True, "node-fast": True}
+
+
+def test_a_node_the_gateway_does_not_route_to_is_left_alone(fleet, tmp_path):
+    path = tmp_path / "play.yml"
+    path.write_text(PLAY.format(host="gw", checkout=CHECKOUT, tasks="gateway_drain"))
+    returncode, results, output = playbook([str(path)], inventory(fleet, tmp_path))
+    assert returncode == 0, output
+    assert results["Take the node out of the model gateway's rotation"].get("skipped") is True
+    assert listed(fleet) == {"node-slow": True, "node-fast": True}
+
+
+def test_the_check_before_anything_changes_names_the_missing_admin_key(fleet, tmp_path):
+    path = tmp_path / "play.yml"
+    path.write_text(PLAY.format(host="gpu_nodes", checkout=CHECKOUT, tasks="gateway_check"))
+    returncode, results, output = playbook([str(path), "-e", "gateway_admin_key=''"], inventory(fleet, tmp_path))
+    assert returncode != 0
+    assert ("The drain built in takes each node out of the model gateway on gw through its admin API, but "
+            "gateway_admin_key is not set for that host") in results[
+        "Ensure the model gateway's host and admin key are known, for the drain built in"]["msg"]
+    path.write_text(PLAY.format(host="gpu_nodes", checkout=CHECKOUT, tasks="gateway_check"))
+    returncode, results, output = playbook([str(path), "-e", "gpu_node_upgrade_drain_tasks=/hooks/drain.yml",
+                                            "-e", "gateway_admin_key=''"], inventory(fleet, tmp_path))
+    assert returncode == 0, output
+
+
+HOOKS = """
+- hosts: gpu_nodes
+  gather_facts: false
+  vars_files:
+    - {checkout}/playbooks/vars/gateway.yml
+  tasks:
+    - name: Say the hooks
+      ansible.builtin.debug:
+        msg: "{{{{ [__gpu_node_drain_tasks, __gpu_node_undrain_tasks] }}}}"
+"""
+
+
+@pytest.mark.parametrize("gateway, settings, hooks", [
+    (True, {}, ["tasks/gateway_drain.yml", "tasks/gateway_undrain.yml"]),
+    (False, {}, [None, None]),
+    (True, {"gpu_node_upgrade_drain_tasks": "/hooks/drain.yml"}, ["/hooks/drain.yml", None]),
+    (True, {"gpu_node_upgrade_undrain_tasks": "/hooks/undrain.yml"}, [None, "/hooks/undrain.yml"]),
+])
+def test_the_drain_built_in_is_the_default_with_a_gateway_and_the_users_hooks_win(tmp_path, gateway, settings, hooks):
+    path = tmp_path / "hooks.yml"
+    path.write_text(HOOKS.format(checkout=CHECKOUT))
+    groups = {"gpu_nodes": {"hosts": {"gpu-a": {"ansible_connection": "local"}}}}
+    if gateway:
+        groups["gateway"] = {"hosts": {"gw": {"ansible_connection": "local"}}}
+    inventory_path = tmp_path / "inventory.yml"
+    inventory_path.write_text(yaml.safe_dump({"all": {"children": groups}}))
+    returncode, results, output = playbook(["-e", json.dumps(settings), str(path)], inventory_path)
+    assert returncode == 0, output
+    assert results["Say the hooks"]["msg"] == hooks
