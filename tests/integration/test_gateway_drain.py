@@ -1,5 +1,5 @@
-"""The drain and undrain built in (playbooks/tasks/gateway_drain.yml, gateway_undrain.yml), run by Ansible on
-this machine against the real SGLang model gateway (sglang-router 0.3.2, as
+"""The drain and undrain built in (playbooks/tasks/gateway_drain.yml, gateway_undrain.yml) and the benchmark through
+the gateway, run by Ansible on this machine against the real SGLang model gateway (sglang-router 0.3.2, as
 test_gateway_workers_module starts it) in front of two `sglang` stand-ins with metrics: node-slow answers each
 /generate after SLOW_S seconds, node-fast at once. Each test leaves both nodes in rotation."""
 import json
@@ -177,6 +177,25 @@ def test_the_check_before_anything_changes_names_the_missing_admin_key(fleet, tm
     returncode, results, output = playbook([str(path), "-e", "gpu_node_upgrade_drain_tasks=/hooks/drain.yml",
                                             "-e", "gateway_admin_key=''"], inventory(fleet, tmp_path))
     assert returncode == 0, output
+
+
+def test_the_benchmark_measures_through_the_gateway_beside_each_node(fleet, tmp_path):
+    venv = tmp_path / "ml-env"
+    venv.mkdir()
+    (venv / "ml-stack.json").write_text(json.dumps({"profile": "cu130"}))
+    results_dir = tmp_path / "results"
+    settings = ["-e", json.dumps({"gpu_node_benchmark_through_gateway": True, "gpu_node_benchmark_prompts": 4,
+                                  "gpu_node_benchmark_output_tokens": 20, "gpu_node_benchmark_concurrency": 2,
+                                  "gpu_node_benchmark_dir": str(results_dir)})]
+    returncode, results, output = playbook(settings + ["blackwell.gpu_node.benchmark"], inventory(fleet, tmp_path))
+    assert returncode == 0, output
+    table = results["Print the table"]["msg"]
+    assert sorted(line.split()[0] for line in table[1:3]) == ["node-fast", "node-slow"]
+    assert table[3].startswith("through gw  decode-heavy  fleet"), table
+    (kept,) = (results_dir / "gateway-gw").glob("*-decode-heavy.json")
+    result = json.loads(kept.read_text())
+    assert (result["through"], result["url"], result["metrics"]["failed"]) == ("gateway", fleet.url, 0)
+    assert result["metrics"]["completed"] == 4
 
 
 HOOKS = """

@@ -45,7 +45,7 @@ def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_ro
     assert report["hosts"] == "localhost"
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     rollback = switching["rescue"][1]
-    assert rollback["block"][0]["blackwell.gpu_node.node_snapshot"]["state"] == "restored"
+    assert rollback["block"][1]["blackwell.gpu_node.node_snapshot"]["state"] == "restored"
     rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
                          if "ansible.builtin.include_role" in task]
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
@@ -66,7 +66,7 @@ def test_the_rollback_falls_back_to_the_runs_snapshot_and_to_the_virtualenv_the_
     _prepare, switch, _release, _report = plays("upgrade.yml")
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     (record,) = [task for task in switching["block"] if task["name"].startswith("Record the switch")]
-    restore = switching["rescue"][1]["block"][0]["blackwell.gpu_node.node_snapshot"]
+    restore = switching["rescue"][1]["block"][1]["blackwell.gpu_node.node_snapshot"]
     assert restore["snapshot"] == "{{ __gpu_node_upgrade_recorded.snapshot | default(omit) }}"
     recorded_from = record["blackwell.gpu_node.upgrade_state"]["record"]["from_venv"]
     assert restore["fallback_venv"] == recorded_from.replace(" }}", " | default(omit, true) }}")
