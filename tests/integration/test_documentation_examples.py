@@ -38,17 +38,17 @@ def documents():
 def fenced_blocks(text):
     """(language, body, line number of the opening fence) of each fenced block, indented ones included."""
     blocks = []
-    opening = None
+    inside = False
     for number, line in enumerate(text.split("\n"), 1):
         stripped = line.strip()
-        if opening is None and stripped.startswith("```"):
-            opening = (stripped[3:].strip(), number, len(line) - len(line.lstrip()), [])
-        elif opening is not None and stripped == "```":
-            language, start, indent, lines = opening
+        if not inside and stripped.startswith("```"):
+            inside, language, start, lines = True, stripped[3:].strip(), number, []
+            indent = len(line) - len(line.lstrip())
+        elif inside and stripped == "```":
             blocks.append((language, "\n".join(body[indent:] for body in lines), start))
-            opening = None
-        elif opening is not None:
-            opening[3].append(line)
+            inside = False
+        elif inside:
+            lines.append(line)
     return blocks
 
 
@@ -231,13 +231,13 @@ def syntax_check(playbooks, plays, work_dir):
 
 
 def test_every_command_and_yaml_example_of_the_documentation_is_sound():
-    problems, _, _ = examine(the_documents())
+    problems = examine(the_documents())[0]
     assert not problems, "\n".join(problems)
 
 
 def test_the_readme_quickstart_runs_site_then_validate_on_the_example_inventory():
     (quickstart,) = re.findall(r"\n## Quickstart\n(.*?)\n## ", (CHECKOUT / "README.md").read_text(), re.S)
-    commands = [argv for language, body, _ in fenced_blocks(quickstart) if language in SHELL
+    commands = [argv for language, body, _line in fenced_blocks(quickstart) if language in SHELL
                 for argv in shell_commands(body)]
     assert [argv[-1] for argv in commands] == ["blackwell.gpu_node.site", "blackwell.gpu_node.validate"]
     assert all(argv[:3] == ["ansible-playbook", "-i", "inventory/example"] for argv in commands)
@@ -285,7 +285,7 @@ def test_a_missing_playbook_a_broken_yaml_example_and_unknown_commands_are_each_
 
 def test_an_example_play_with_a_module_that_does_not_exist_fails_the_syntax_check(tmp_path):
     typo = "```yaml\n- name: A typo\n  blackwell.gpu_node.wait_for_servr:\n    log_path: /var/log/x.log\n```\n"
-    problems, _, plays = examine([(Path("typo.md"), typo)])
+    problems, _commands, plays = examine([(Path("typo.md"), typo)])
     assert not problems and list(plays) == ["typo.md:1"]
     done = syntax_check(set(), plays, tmp_path)
     assert done.returncode != 0 and "wait_for_servr" in done.stdout + done.stderr

@@ -13,8 +13,8 @@ HEADER = "# Mutation scores.\n# One line per file.\n"
 
 
 def result(file, statuses, total=None):
-    scored = parallel.FileResult(file, ["tests/unit/test_x.py"], ["id%d" % number for number in range(total or
-                                                                                                    len(statuses))])
+    mutants = ["id%d" % number for number in range(total or len(statuses))]
+    scored = parallel.FileResult(file, ["tests/unit/test_x.py"], mutants)
     scored.results = dict((number, (status, "")) for number, status in enumerate(statuses, start=1))
     return scored
 
