@@ -113,7 +113,7 @@ OUTPUT_LIMIT = 16 << 20
 RUN_TIMEOUT = 3600
 
 
-def _limits(memory):
+def child_limits(memory):
     """What the child sets before it runs the command: the file size bound, and the address space bound when
     memory is given (never for code that loads CUDA, which reserves address space far beyond what it uses)."""
     def limit():
@@ -137,7 +137,7 @@ def run_bounded(command, timeout=RUN_TIMEOUT, memory=None):
         # run_command cannot bound the output or the address space, nor kill the session at the deadline.
         # pylint: disable-next=ansible-bad-function
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                   start_new_session=True, close_fds=True, preexec_fn=_limits(memory))
+                                   start_new_session=True, close_fds=True, preexec_fn=child_limits(memory))
         try:
             rc = process.wait(timeout)
             late = ""

@@ -37,7 +37,7 @@ import time
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import (
     OUTPUT_LIMIT,
-    _limits,
+    child_limits,
     owner_argv,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
@@ -172,7 +172,7 @@ def launch(python, world, sizes, owner_uid, timeout, program=None, rank_environm
                 processes.append(subprocess.Popen(
                     owner_argv(owner_uid, [python, "-c", program, MARK, argument], OPTION, environment),
                     stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True,
-                    preexec_fn=_limits(None)))
+                    preexec_fn=child_limits(None)))
             while True:
                 codes = [process.poll() for process in processes]
                 running = [rank for rank, code in enumerate(codes) if code is None]
