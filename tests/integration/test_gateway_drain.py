@@ -68,7 +68,8 @@ def inventory(fleet, tmp_path, **settings):
     path.write_text(yaml.safe_dump({"all": {"children": {
         "gpu_nodes": {"hosts": nodes},
         "gateway": {"hosts": {"gw": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                                     "gateway_admin_key": ADMIN_KEY, "gateway_port": fleet.port}}}}}}))
+                                     "gpu_node_become": False, "gateway_admin_key": ADMIN_KEY,
+                                     "gateway_port": fleet.port}}}}}}))
     return path
 
 
