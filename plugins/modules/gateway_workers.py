@@ -19,11 +19,11 @@ description:
     plans what brings them to O(workers), and carries the plan out in the same call through the gateway's admin
     API, without restarting it; a gateway that already has exactly these workers is not changed.
   - A worker of O(workers) that is not registered is added (C(POST /workers)) with its own API key and the labels
-    C(node) (its O(workers[].name)) and C(blackwell_key_digest) (a digest of its URL and key: the gateway never shows
+    C(node) (its O(workers[].name)) and C(blackwell_key_digest) (a digest of its URL and key; the gateway never shows
     a key, so a changed key is seen through this label). A registered worker whose key or name changed is updated in
     place (C(PUT /workers/<id>)). With O(exclusive), a registered worker that O(workers) does not list is removed
     (C(DELETE /workers/<id>)).
-  - O(out) takes workers out of rotation and puts them back: a worker it names is removed from the gateway and not
+  - O(out) takes workers out of rotation and puts them back; a worker it names is removed from the gateway and not
     added; one that it no longer names is added again. A removal takes effect at once; requests that already run on
     the worker end normally, and no new one is sent to it.
   - The gateway registers an added worker in the background, once the worker's C(/health) answers. The module
@@ -81,12 +81,35 @@ options:
     type: list
     elements: str
     default: []
+  keep_out:
+    description:
+      - Keep out, besides those of O(out), the workers of O(workers) that O(workers_file) keeps out, so that a run
+        that converges the fleet does not put back a worker another run took out for a drain.
+    type: bool
+    default: false
   exclusive:
     description:
       - Remove registered workers that O(workers) does not list. With V(false) such workers are left alone, so
         that O(workers) can name only the workers to add or take out.
     type: bool
     default: true
+  workers_file:
+    description:
+      - The gateway's workers file, which its launcher registers at every start (the gateway keeps its workers in
+        memory only). The module keeps it in step with the gateway, before it changes the gateway, with the
+        registrations of O(workers) (those out included) and the URLs of those out, which the launcher leaves
+        out, so that a worker taken out for a drain stays out when the gateway restarts. With O(exclusive=false)
+        the entries of workers that O(workers) does not name are kept.
+      - Written root's, mode C(0640) (it holds the workers' keys), group O(workers_file_group), through its
+        directory's descriptor (never through a link); that directory must be root's at every level and writable
+        by root alone. Where the directory does not exist nothing is kept; V(null) keeps no file.
+    type: path
+    default: /etc/blackwell-gpu-node/gateway/workers.json
+  workers_file_group:
+    description:
+      - The group that may read O(workers_file) (the gateway's user's); when not given, that of the file there, else
+        root.
+    type: str
   wait_timeout:
     description:
       - Seconds to wait until the workers added or updated are registered and healthy; V(0) does not wait.
@@ -98,7 +121,8 @@ options:
     default: 10
 notes:
   - The gateway keeps its workers in memory only. The role P(blackwell.gpu_node.gateway#role) starts it with a
-    launcher that registers the workers of its workers file at every start; this module changes a running one.
+    launcher that registers the workers of its workers file (O(workers_file)) at every start, less those out; this
+    module changes a running one and that file.
 seealso:
   - role: blackwell.gpu_node.gateway
 """
@@ -153,10 +177,14 @@ workers:
       type: bool
   sample: [{id: 5b0c8e1e-7c1d-4c5e-9f39-2a0f3c7b2f10, url: "http://10.0.0.11:30000", name: gpu01, healthy: true}]
 out:
-  description: The URLs of the workers kept out of the gateway.
+  description: The URLs of the workers kept out of the gateway (with O(exclusive=false), those of O(workers)).
   returned: always
   type: list
   elements: str
+workers_file:
+  description: The workers file kept in step, null when none was (no O(workers_file), or no directory for it).
+  returned: always
+  type: str
 waiting:
   description: URLs of workers added or updated that were not listed healthy within O(wait_timeout).
   returned: always
@@ -164,7 +192,11 @@ waiting:
   elements: str
 """
 
+import grp
+
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import workers as gateway_workers
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.serving import NoAnswer, exchange
@@ -182,6 +214,9 @@ def main():
             )),
             out=dict(type="list", elements="str", default=[]),
             exclusive=dict(type="bool", default=True),
+            keep_out=dict(type="bool", default=False),
+            workers_file=dict(type="path", default="/etc/blackwell-gpu-node/gateway/workers.json"),
+            workers_file_group=dict(type="str"),
             wait_timeout=dict(type="float", default=60),
             timeout=dict(type="float", default=10),
         ),
@@ -196,16 +231,42 @@ def main():
     for name in ("wait_timeout", "timeout"):
         if params[name] < 0 or (name == "timeout" and params[name] == 0):
             problems.append("%s=%s must be a number of seconds above 0" % (name, params[name]))
+    group = None
+    if params["workers_file_group"] is not None:
+        try:
+            group = grp.getgrnam(params["workers_file_group"]).gr_gid
+        except KeyError:
+            problems.append("workers_file_group=%s is no group of this host" % params["workers_file_group"])
+    kept = gateway_workers.WorkersFile(params["workers_file"]) if params["workers_file"] else None
+    kept = kept if kept is not None and kept.exists() else None
+    previous = found_group = None
+    if kept is not None and not problems:
+        try:
+            previous, found_group = kept.read()
+        except (OSError, InvalidOption) as exc:
+            problems.append(str(exc))
+        else:
+            group = group if group is not None else (found_group or 0)
     if problems:
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), problems=problems)
 
     gateway = gateway_workers.Gateway(params["gateway_url"], params["admin_key"], exchange, NoAnswer,
                                       params["timeout"])
-    result = dict(changed=False, changes=[], workers=[], out=[], waiting=[])
+    result = dict(changed=False, changes=[], workers=[], out=[], waiting=[],
+                  workers_file=kept.path if kept is not None else None)
     try:
+        out = list(params["out"])
+        if params["keep_out"]:
+            named = set(gateway_workers.normalized_url(worker["url"]) for worker in params["workers"])
+            out += [url for url in gateway_workers.out_of(previous) if url in named]
         before = gateway.workers()
-        steps = gateway_workers.plan(before, params["workers"], params["out"], params["exclusive"])
+        steps = gateway_workers.plan(before, params["workers"], out, params["exclusive"])
         result.update(changes=gateway_workers.describe(steps), out=steps["out"])
+        document = gateway_workers.kept_document(previous, params["workers"], steps, params["exclusive"])
+        writes = kept is not None and (document != previous or found_group != group)
+        if writes:
+            result["changes"].append("write %s (%d workers, out: %s)" % (
+                kept.path, len(document["workers"]), ", ".join(document["out"]) or "none"))
         result["changed"] = bool(result["changes"])
         if module._diff:
             shown_before, shown_after = gateway_workers.diff_lines(before, steps, params["workers"])
@@ -213,6 +274,12 @@ def main():
         if module.check_mode or not result["changed"]:
             result["workers"] = gateway_workers.view(before, params["workers"])
             module.exit_json(**result)
+        if writes:
+            # First: a gateway that restarts from here on leaves a worker taken out where it is.
+            try:
+                kept.write(document, group)
+            except (OSError, InvalidOption) as exc:
+                module.fail_json(msg="Nothing was changed: %s could not be written: %s" % (kept.path, exc), **result)
         gateway_workers.apply(gateway, steps)
         awaited = [body["url"] for body in steps["add"]] + [body["url"] for _id, body in steps["update"]]
         awaited = awaited if params["wait_timeout"] > 0 else []

@@ -57,6 +57,15 @@ def call(url, document=None, key=None, timeout=30):
         return exc.code, exc.read().decode("utf-8", "replace")
 
 
+def listening(url):
+    """Whether the gateway at url answers /liveness (200 `OK`, with or without workers)."""
+    try:
+        with urllib.request.urlopen(url + "/liveness", timeout=5) as got:
+            return got.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
 class Fleet(object):
     def __init__(self, root):
         self.root = root
@@ -81,14 +90,27 @@ class Fleet(object):
     def gateway(self, venv, registered_at_start):
         self.port, metrics_port = free_port(), free_port()
         self.url = "http://127.0.0.1:%d" % self.port
-        secrets, workers = self.root / "secrets.json", self.root / "workers.json"
+        secrets, self.workers_file = self.root / "secrets.json", self.root / "workers.json"
         secrets.write_text(json.dumps({"admin_key": ADMIN_KEY, "api_key": None}))
-        # As the role writes it.
-        workers.write_text(json.dumps([registration(worker) for worker in registered_at_start]))
-        self.spawn([str(venv / "bin" / "python"), str(LAUNCHER), "--secrets", str(secrets), "--workers",
-                    str(workers), "--", "--host", "127.0.0.1", "--port", str(self.port), "--prometheus-host",
-                    "127.0.0.1", "--prometheus-port", str(metrics_port), "--policy", "round_robin",
-                    "--health-check-interval-secs", "1", "--log-level", "warn"], "gateway.log")
+        # As the gateway_workers module writes it.
+        self.workers_file.write_text(json.dumps({"workers": [registration(worker) for worker in registered_at_start],
+                                                 "out": []}))
+        self.gateway_argv = [
+            str(venv / "bin" / "python"), str(LAUNCHER), "--secrets", str(secrets), "--workers",
+            str(self.workers_file), "--", "--host", "127.0.0.1", "--port", str(self.port), "--prometheus-host",
+            "127.0.0.1", "--prometheus-port", str(metrics_port), "--policy", "round_robin",
+            "--health-check-interval-secs", "1", "--health-failure-threshold", "2", "--log-level", "warn"]
+        self.gateway_process = self.spawn(self.gateway_argv, "gateway.log")
+
+    def restart_gateway(self):
+        """Stop the gateway (and with it every worker it registered) and start it again from its files."""
+        kill_tree(self.gateway_process.pid)
+        self.gateway_process.wait()
+        self.processes.remove(self.gateway_process)
+        self.gateway_process = self.spawn(self.gateway_argv, "gateway.log")
+
+    def listening(self):
+        return listening(self.url)
 
     def registered(self):
         status, answer = call(self.url + "/workers", key=ADMIN_KEY)
@@ -133,7 +155,7 @@ def test_the_launcher_registers_the_workers_of_its_file_at_start(fleet):
         except (OSError, urllib.error.URLError):
             return False
     wait_until(listed)
-    assert "key-w1" not in " ".join(Path("/proc/%d/cmdline" % fleet.processes[-1].pid).read_text().split("\0"))
+    assert "key-w1" not in " ".join(Path("/proc/%d/cmdline" % fleet.gateway_process.pid).read_text().split("\0"))
 
 
 def test_the_module_adds_the_fleet_and_the_gateway_answers_through_it(fleet):
@@ -185,6 +207,38 @@ def test_a_worker_put_back_is_registered_again(fleet):
     result = reconcile(fleet, workers=fleet.workers, out=[])
     assert result["changed"] is True and result["changes"] == ["add %s (w2)" % fleet.workers[1]["url"]]
     assert [healthy for _url, healthy in fleet.registered()] == [True, True]
+
+
+def test_a_drained_worker_stays_out_when_the_gateway_restarts(fleet):
+    result = reconcile(fleet, workers=fleet.workers, out=["w2"], workers_file=str(fleet.workers_file))
+    assert result["changed"] is True and result["workers_file"] == str(fleet.workers_file), result
+    kept = json.loads(fleet.workers_file.read_text())
+    assert kept["out"] == [fleet.workers[1]["url"]]
+    assert sorted(body["labels"]["node"] for body in kept["workers"]) == ["w1", "w2"]
+    assert oct(fleet.workers_file.stat().st_mode & 0o777) == "0o640"
+    fleet.restart_gateway()
+    wait_until(fleet.listening)
+    wait_until(lambda: fleet.registered() == [(fleet.workers[0]["url"], True)])
+    # The launcher posts every worker of its file at once: one posted beside w1 would be listed by now.
+    time.sleep(2)
+    assert fleet.registered() == [(fleet.workers[0]["url"], True)]
+    assert "%s is out (drained): not registered" % fleet.workers[1]["url"] in (fleet.root / "gateway.log").read_text()
+    # The role converges the whole fleet with keep_out: a worker out for a drain is not put back by it.
+    converged = reconcile(fleet, workers=fleet.workers, keep_out=True, workers_file=str(fleet.workers_file))
+    assert converged["changed"] is False and converged["out"] == [fleet.workers[1]["url"]], converged
+
+
+def test_a_worker_put_back_is_kept_in_and_registered_again_after_a_restart(fleet):
+    # exclusive=false names w2 only: w1's entry in the file stays as it is.
+    result = reconcile(fleet, workers=fleet.workers[1:], out=[], exclusive=False,
+                       workers_file=str(fleet.workers_file))
+    assert result["changes"][0] == "add %s (w2)" % fleet.workers[1]["url"], result
+    kept = json.loads(fleet.workers_file.read_text())
+    assert kept["out"] == [] and len(kept["workers"]) == 2
+    fleet.restart_gateway()
+    wait_until(fleet.listening)
+    wait_until(lambda: [healthy for _url, healthy in fleet.registered()] == [True, True])
+    assert reconcile(fleet, workers=fleet.workers, workers_file=str(fleet.workers_file))["changed"] is False
 
 
 @pytest.mark.parametrize("workers, out, named", [

@@ -19,11 +19,18 @@ __metaclass__ = type  # pragma: no mutate
 
 import hashlib
 import json
-import re
+import os
 import time
 from urllib.parse import urlsplit
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING, systemd_quote
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    FileRefused,
+    path_kind,
+    read_regular,
+    trusted_directory,
+    write_atomically,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 
 # `--policy` choices of sglang-router 0.3.2 (router_args.py; `bucket` is a prefill policy only).
@@ -260,8 +267,8 @@ def out_problems(out, workers, variable="out"):
 def plan(current, workers, out=(), exclusive=True):
     """What brings the registered workers (registered()'s list) to workers, with those named in out (by name or
     URL) taken out: {'add': [registration bodies], 'update': [(id, body)], 'remove': [registered entries],
-    'keep': [registered entries], 'out': [URLs taken out]}. A registered worker that workers does not name is removed only when
-    exclusive. A worker is updated when its key's digest or its node label differ."""
+    'keep': [registered entries], 'out': [URLs taken out]}. A registered worker that workers does not name is
+    removed only when exclusive. A worker is updated when its key's digest or its node label differ."""
     by_url = dict((entry["url"], entry) for entry in current)
     selectors = [normalized_url(selector) if not url_problem(selector, "out") else selector for selector in out]
     wanted, outside = [], set()
@@ -409,62 +416,85 @@ def normalized_settings(settings):
     return found
 
 
-# The gateway's flag for each setting; the keys are never among them (the launcher reads those from a file).
-FLAGS = (("host", "--host"), ("port", "--port"), ("metrics_host", "--prometheus-host"),
-         ("metrics_port", "--prometheus-port"), ("policy", "--policy"),
-         ("health_check_interval", "--health-check-interval-secs"),
-         ("health_check_timeout", "--health-check-timeout-secs"),
-         ("health_failure_threshold", "--health-failure-threshold"),
-         ("health_success_threshold", "--health-success-threshold"), ("retry_max_retries", "--retry-max-retries"),
-         ("request_timeout", "--request-timeout-secs"), ("worker_startup_timeout", "--worker-startup-timeout-secs"),
-         ("shutdown_grace_period", "--shutdown-grace-period-secs"))
+# The workers file: what the launcher registers at every start (the gateway keeps workers in memory only), and
+# the URLs it leaves out, so that a worker taken out for a drain stays out when the gateway restarts.
+WORKERS_FILE_LIMIT = 4 << 20
 
 
-def router_arguments(settings):
-    """The gateway's own arguments for settings (checked by settings_problems): no --worker-urls (each worker is
-    registered with its own key), no --log-dir (journald keeps the log), no key."""
-    arguments = []
-    for key, flag in FLAGS:
-        arguments += [flag, str(settings[key])]
-    return arguments + ["--log-level", settings.get("log_level") or "info"]
+def workers_document(data, path="workers_file"):
+    """{'workers': [POST /workers bodies], 'out': [URLs]} of a workers file's bytes. ValueError naming path when
+    it is not such a file."""
+    try:
+        found = json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        raise ValueError("%s is not JSON (%s)" % (path, exc))
+    if (not isinstance(found, dict) or not isinstance(found.get("workers"), list)
+            or not isinstance(found.get("out", []), list)
+            or not all(isinstance(body, dict) and isinstance(body.get("url"), str) for body in found["workers"])
+            or not all(isinstance(url, str) for url in found.get("out", []))):
+        raise ValueError("%s does not hold {workers: [{url, ...}], out: [URL]}" % path)
+    return {"workers": found["workers"], "out": found.get("out", [])}
 
 
-def unit_values(settings, python, launcher, secrets_path, workers_path):
-    """The values the unit template places, each quoted for systemd: ExecStart runs the launcher with python in
-    isolated mode (-I: no PYTHON* variable, no user site, not the script's directory on the path)."""
-    argv = [python, "-I", launcher, "--secrets", secrets_path, "--workers", workers_path, "--"]
-    argv += router_arguments(settings)
-    return {"exec_start": " ".join(systemd_quote(word) for word in argv), "user": systemd_quote(settings["user"]),
-            "hardening": list(HARDENING),
-            # systemd stops it with SIGTERM; the gateway waits up to its grace period for requests in flight.
-            "stop_timeout": int(settings["shutdown_grace_period"]) + 15}
+def kept_document(previous, workers, steps, exclusive):
+    """The workers file after a plan's steps: with exclusive, exactly workers (those out included, so that putting
+    one back needs no other list) and the URLs out; else previous with the named workers replaced or added and
+    their out state set, every other entry kept."""
+    bodies = [registration(worker) for worker in workers]
+    named = set(body["url"] for body in bodies)
+    if exclusive or previous is None:
+        kept_bodies, kept_out = [], set()
+    else:
+        kept_bodies = [body for body in previous["workers"] if normalized_url(body["url"]) not in named]
+        kept_out = set(url for url in previous["out"] if url not in named)
+    return {"workers": kept_bodies + bodies, "out": sorted(kept_out | set(steps["out"]))}
 
 
-def pip_sources(index_url, mirrors, offline, wheelhouse):
-    """pip's options for where the pins come from: the wheelhouse alone when offline, else index_url with the
-    longest matching prefix of mirrors (ml_stack_index_mirrors' form) replaced."""
-    if offline:
-        return ["--no-index", "--find-links", wheelhouse]
-    matching = sorted((prefix for prefix in mirrors or {} if index_url.startswith(prefix)), key=len)
-    if matching:
-        index_url = mirrors[matching[-1]] + index_url[len(matching[-1]):]
-    return ["--index-url", index_url]
+def out_of(document):
+    """The URLs a workers file keeps out (normalized)."""
+    return sorted(set(normalized_url(url) for url in (document or {}).get("out", []) if not url_problem(url, "")))
 
 
-def _canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
+class WorkersFile(object):
+    """The workers file at path, read and written by root through its directory's descriptor: never through a
+    link, never more than WORKERS_FILE_LIMIT bytes. Its directory must be root's at every level, writable by
+    root alone (the role's configuration directory)."""
 
+    def __init__(self, path, option="workers_file"):
+        self.path = path
+        self.option = option
+        self.directory_path, self.name = os.path.split(path)
 
-def missing_pins(requirements_text, freeze_text):
-    """The pins (name==version lines of requirements_text) that `pip freeze` output does not show installed."""
-    installed = set()
-    for line in freeze_text.splitlines():
-        name, equals, version = line.strip().partition("==")
-        if equals:
-            installed.add((_canonical(name), version.strip()))
-    missing = []
-    for line in requirements_text.splitlines():
-        name, equals, version = line.split("#")[0].strip().partition("==")
-        if equals and (_canonical(name), version.strip()) not in installed:
-            missing.append("%s==%s" % (name.strip(), version.strip()))
-    return missing
+    def exists(self):
+        """Whether its directory is there (no directory: no file is kept, such as for a gateway the role did not
+        install)."""
+        return path_kind(self.directory_path) == "directory"
+
+    def read(self):
+        """(document or None when there is no file, its gid or None). InvalidOption naming the option when it
+        cannot be trusted or parsed."""
+        if not self.exists():
+            return None, None
+        directory = trusted_directory(self.directory_path, self.option)
+        try:
+            found = read_regular(self.name, WORKERS_FILE_LIMIT, directory)
+        except FileRefused as exc:
+            raise InvalidOption("%s=%s: %s" % (self.option, self.path, exc))
+        finally:
+            os.close(directory)
+        if found is None:
+            return None, None
+        try:
+            return workers_document(found["data"], "%s=%s" % (self.option, self.path)), found["gid"]
+        except ValueError as exc:
+            raise InvalidOption("%s: remove it, and run the module with every worker (exclusive) to write it "
+                                "anew" % exc)
+
+    def write(self, document, gid):
+        """Replace the file with document, root's, mode 0640, group gid: it holds the workers' keys."""
+        directory = trusted_directory(self.directory_path, self.option)
+        try:
+            write_atomically(directory, self.name, json.dumps(document, indent=2, sort_keys=True) + "\n", 0o640,
+                             owner=(0, gid))
+        finally:
+            os.close(directory)

@@ -6,8 +6,10 @@ would route nothing.
 
 Shipped by blackwell.gpu_node's gateway role and run as the gateway's user. FILE (secrets): JSON with
 `admin_key` (becomes --control-plane-api-keys, role admin) and `api_key` (--api-key, null: clients need none).
-FILE (workers): JSON, a list of POST /workers bodies. Both are read here, in the process, and given to the
-gateway's own argument parser: neither key is ever on a command line.
+FILE (workers): JSON, {"workers": [POST /workers bodies], "out": [URLs]}, written by the gateway_workers
+module; the workers whose URL is out (taken out for a drain) are not registered, and a missing file registers
+none (the role registers the fleet through the API once the gateway runs). Both are read here, in the process,
+and the keys given to the gateway's own argument parser: neither key is ever on a command line.
 """
 import argparse
 import json
@@ -35,6 +37,22 @@ def read_json(path):
     if len(data) > FILE_LIMIT:
         raise ValueError("%s is larger than %d bytes" % (path, FILE_LIMIT))
     return json.loads(data.decode("utf-8"))
+
+
+def registered_at_start(path):
+    """The POST /workers bodies of the workers file at path that are not out; none when there is no file."""
+    try:
+        found = read_json(path)
+    except FileNotFoundError:
+        log("%s does not exist: no worker is registered at start" % path)
+        return []
+    if not isinstance(found, dict) or not isinstance(found.get("workers"), list):
+        raise SystemExit("gateway_launch: %s does not hold {workers: [...], out: [...]}" % path)
+    out = set(found.get("out") or ())
+    for worker in found["workers"]:
+        if worker.get("url") in out:
+            log("%s is out (drained): not registered" % worker.get("url"))
+    return [worker for worker in found["workers"] if worker.get("url") not in out]
 
 
 def log(message):
@@ -93,9 +111,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     router = args.router[1:] if args.router[:1] == ["--"] else args.router
     secrets = read_json(args.secrets)
-    workers = read_json(args.workers)
-    if not isinstance(workers, list):
-        raise SystemExit("gateway_launch: %s does not hold a list of workers" % args.workers)
+    workers = registered_at_start(args.workers)
     router += ["--control-plane-api-keys", "blackwell-gpu-node:ansible:admin:" + secrets["admin_key"]]
     if secrets.get("api_key"):
         router += ["--api-key", secrets["api_key"]]

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import errors
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import service
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import workers as core
 
 SETTINGS = {"host": "127.0.0.1", "port": 30080, "metrics_host": "127.0.0.1", "metrics_port": 29000,
@@ -262,27 +264,66 @@ def test_the_diff_shows_urls_and_names_never_keys():
 
 
 def test_the_units_command_runs_the_launcher_with_the_gateways_flags_and_no_key():
-    settings = core.normalized_settings(dict(SETTINGS, port="30080", user="sglang-gateway", log_level="warn"))
-    unit = core.unit_values(settings, "/opt/gw/bin/python", "/etc/gw/gateway_launch.py", "/etc/gw/secrets.json",
-                            "/etc/gw/workers.json")
-    assert unit["exec_start"].startswith("/opt/gw/bin/python -I /etc/gw/gateway_launch.py --secrets "
-                                         "/etc/gw/secrets.json --workers /etc/gw/workers.json -- --host 127.0.0.1 "
-                                         "--port 30080 --prometheus-host 127.0.0.1 --prometheus-port 29000 ")
-    assert "--policy round_robin" in unit["exec_start"] and unit["exec_start"].endswith("--log-level warn")
-    assert SETTINGS["admin_key"] not in unit["exec_start"] and "--worker-urls" not in unit["exec_start"]
-    assert "--log-dir" not in unit["exec_start"]
-    assert "NoNewPrivileges=yes" in unit["hardening"] and unit["stop_timeout"] == 195
+    settings = core.normalized_settings(dict(SETTINGS, port="30080", log_level="warn"))
+    argv = service.launcher_argv(settings, "/opt/gw/bin/python", "/etc/gw/gateway_launch.py", "/etc/gw/secrets.json",
+                                 "/etc/gw/workers.json")
+    text = service.unit_text(argv, "sglang-gateway", settings["shutdown_grace_period"])
+    exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
+    assert exec_start.startswith("ExecStart=/opt/gw/bin/python -I /etc/gw/gateway_launch.py --secrets "
+                                 "/etc/gw/secrets.json --workers /etc/gw/workers.json -- --host 127.0.0.1 "
+                                 "--port 30080 --prometheus-host 127.0.0.1 --prometheus-port 29000 ")
+    assert "--policy round_robin" in exec_start and exec_start.endswith("--log-level warn")
+    assert SETTINGS["admin_key"] not in text and "--worker-urls" not in text and "--log-dir" not in text
+    assert "User=sglang-gateway\nGroup=sglang-gateway\n" in text
+    assert "NoNewPrivileges=yes" in text and "ProtectHome=yes" in text and "TimeoutStopSec=195" in text
 
 
-def test_pip_takes_the_pins_from_the_wheelhouse_offline_else_from_the_mirrored_index():
-    assert core.pip_sources("https://pypi.org/simple", {}, True, "/wh") == ["--no-index", "--find-links", "/wh"]
-    mirrors = {"https://pypi.org/": "https://m.example/pypi/", "https://pypi.org/simple": "https://m2/simple"}
-    assert core.pip_sources("https://pypi.org/simple", mirrors, False, "/wh") == ["--index-url", "https://m2/simple"]
-    assert core.pip_sources("https://other/simple", mirrors, False, "/wh") == ["--index-url", "https://other/simple"]
+def test_the_gateway_is_recognised_under_the_title_sglang_router_gives_it(tmp_path):
+    proc = tmp_path / "proc" / "10"
+    proc.mkdir(parents=True)
+    (proc / "stat").write_text("10 (python) S 1 10 10 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0\n")
+    (proc / "status").write_text("Uid:\t0\t0\t0\t0\n")
+    (proc / "cmdline").write_bytes(b"sglang::router\0")
+    process = service.GatewayProcess(str(tmp_path / "state"))
+    state = {"pid": 10, "start_time": 555, "argv": ["/opt/gw/bin/python", "-I", "launch"], "uid": 0}
+    assert process.running(state, proc_root=str(tmp_path / "proc")) is True
+    (proc / "cmdline").write_bytes(b"sshd\0")
+    with pytest.raises(service.GatewayStateRefused, match="not the recorded gateway's command line"):
+        process.running(state, proc_root=str(tmp_path / "proc"))
 
 
-def test_missing_pins_compares_normalized_names_and_exact_versions():
-    requirements = "# pins\nsglang-router==0.3.2\npydantic-core==2.50.5\nh11==0.16.0\n"
-    freeze = "sglang_router==0.3.2\npydantic_core==2.50.5\nh11==0.14.0\npip==24.0\n"
-    assert core.missing_pins(requirements, freeze) == ["h11==0.16.0"]
-    assert core.missing_pins(requirements, "") == ["sglang-router==0.3.2", "pydantic-core==2.50.5", "h11==0.16.0"]
+def kept(workers, out, previous=None, exclusive=True):
+    current = []
+    return core.kept_document(previous, workers, core.plan(current, workers, out, exclusive), exclusive)
+
+
+def test_the_workers_file_keeps_every_worker_and_those_out():
+    document = kept(FLEET, ["gpu02"])
+    assert [body["url"] for body in document["workers"]] == ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]
+    assert document["out"] == ["http://10.0.0.12:30000"]
+    # Naming one worker only (not exclusive) keeps the others' entries, and its own out state is what is asked.
+    back = kept(FLEET[1:], [], previous=document, exclusive=False)
+    assert [body["labels"]["node"] for body in back["workers"]] == ["gpu01", "gpu02"] and back["out"] == []
+    other = kept([{"name": "gpu03", "url": "http://10.0.0.13:30000"}], ["gpu03"], previous=document, exclusive=False)
+    assert other["out"] == ["http://10.0.0.12:30000", "http://10.0.0.13:30000"] and len(other["workers"]) == 3
+
+
+def test_the_workers_file_is_written_0640_through_its_directory_and_read_back(tmp_path):
+    kept_file = core.WorkersFile(str(tmp_path / "workers.json"))
+    assert kept_file.read() == (None, None)
+    document = kept(FLEET, ["gpu02"])
+    kept_file.write(document, 5)
+    assert kept_file.read() == (document, 5)
+    assert oct((tmp_path / "workers.json").stat().st_mode & 0o777) == "0o640"
+    assert core.out_of(document) == ["http://10.0.0.12:30000"]
+    (tmp_path / "workers.json").unlink()
+    (tmp_path / "workers.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(errors.InvalidOption, match="symbolic link"):
+        kept_file.read()
+    assert core.WorkersFile(str(tmp_path / "absent" / "workers.json")).exists() is False
+
+
+@pytest.mark.parametrize("data", [b"[]", b"{", b'{"workers": [{"id": 1}]}', b'{"workers": [], "out": [1]}'])
+def test_a_workers_file_that_is_not_ours_is_refused_naming_it(data):
+    with pytest.raises(ValueError, match="^workers_file=/w "):
+        core.workers_document(data, "workers_file=/w")
