@@ -228,6 +228,20 @@ def test_a_drained_worker_stays_out_when_the_gateway_restarts(fleet):
     assert converged["changed"] is False and converged["out"] == [fleet.workers[1]["url"]], converged
 
 
+def test_the_gateways_view_names_a_drained_worker_out_and_a_lost_one_missing(fleet):
+    seen = run_module("gateway_info", run_timeout=60, gateway_url=fleet.url, admin_key=ADMIN_KEY,
+                      workers=fleet.workers, workers_file=str(fleet.workers_file))
+    assert seen["changed"] is False, seen
+    assert seen["healthy"] == ["w1 (%s)" % fleet.workers[0]["url"]]
+    assert seen["out"] == ["w2 (%s)" % fleet.workers[1]["url"]] and seen["problems"] == []
+    assert "key-w" not in json.dumps(seen)
+    # Without the file, nothing says w2 is out on purpose.
+    lost = run_module("gateway_info", run_timeout=60, gateway_url=fleet.url, admin_key=ADMIN_KEY,
+                      workers=fleet.workers, workers_file=None)
+    assert lost["missing"] == ["w2 (%s)" % fleet.workers[1]["url"]]
+    assert lost["problems"][0].startswith("w2 (%s) is not registered with the gateway" % fleet.workers[1]["url"])
+
+
 def test_a_worker_put_back_is_kept_in_and_registered_again_after_a_restart(fleet):
     # exclusive=false names w2 only: w1's entry in the file stays as it is.
     result = reconcile(fleet, workers=fleet.workers[1:], out=[], exclusive=False,

@@ -92,10 +92,15 @@ def test_the_upgrades_settings_are_read_through_default_so_that_inventory_reache
 
 
 def test_diagnose_reads_every_node_at_once_and_reports_on_the_controller():
-    diagnose, report = plays("diagnose.yml")
+    diagnose, report, gateway = plays("diagnose.yml")
     assert diagnose["strategy"] == "free" and "serial" not in diagnose
     write = next(task for task in report["tasks"] if "ansible.builtin.copy" in task)
     assert write["delegate_to"] == "localhost" and write["run_once"] is True
+    # The gateway's view: once, on the gateway's host, only when the group gateway has one.
+    ask = gateway["tasks"][0]
+    assert ask["when"] == "__gpu_node_gateway_host | length > 0" and ask["run_once"] is True
+    assert ask["block"][0]["delegate_to"] == "{{ __gpu_node_gateway_host }}"
+    assert "blackwell.gpu_node.gateway_info" in ask["block"][0]
 
 
 def test_no_playbook_wires_the_roles_together():

@@ -498,3 +498,35 @@ class WorkersFile(object):
                              owner=(0, gid))
         finally:
             os.close(directory)
+
+
+def fleet_health(listing, workers, out):
+    """What the gateway holds of the fleet: listing is registered()'s, workers the fleet ({name, url}), out the
+    URLs kept out on purpose (the workers file's). {'healthy', 'unhealthy', 'missing', 'out', 'unexpected':
+    `name (URL)` lines; 'problems': a worker of the fleet that is registered unhealthy, or not registered without
+    being out}."""
+    def shown(name, url):
+        return "%s (%s)" % (name, url) if name else url
+    by_url = dict((entry["url"], entry) for entry in listing)
+    out = set(out)
+    fleet = [(worker.get("name"), normalized_url(worker["url"])) for worker in workers]
+    report = {"healthy": [], "unhealthy": [], "missing": [], "out": [], "unexpected": [], "problems": []}
+    for name, url in fleet:
+        entry = by_url.get(url)
+        if url in out and entry is None:
+            report["out"].append(shown(name, url))
+        elif entry is None:
+            report["missing"].append(shown(name, url))
+            report["problems"].append("%s is not registered with the gateway, and not taken out on purpose: run the "
+                                      "gateway role (or gateway_workers) to register it" % shown(name, url))
+        elif entry["healthy"]:
+            report["healthy"].append(shown(name, url))
+        else:
+            report["unhealthy"].append(shown(name, url))
+            report["problems"].append("%s is registered, but the gateway finds it unhealthy (its /health does not "
+                                      "answer from the gateway's host, or its key is wrong): it gets no request"
+                                      % shown(name, url))
+    fleet_urls = set(url for _name, url in fleet)
+    report["unexpected"] = [shown(entry["labels"].get(NODE_LABEL), entry["url"]) for entry in listing
+                            if entry["url"] not in fleet_urls]
+    return report

@@ -327,3 +327,22 @@ def test_the_workers_file_is_written_0640_through_its_directory_and_read_back(tm
 def test_a_workers_file_that_is_not_ours_is_refused_naming_it(data):
     with pytest.raises(ValueError, match="^workers_file=/w "):
         core.workers_document(data, "workers_file=/w")
+
+
+def listed(url, healthy, node=None):
+    return {"id": url[-5:], "url": url, "labels": {"node": node} if node else {}, "healthy": healthy}
+
+
+def test_the_fleets_health_names_the_unhealthy_and_the_missing_but_not_those_out():
+    fleet = FLEET + [{"name": "gpu03", "url": "http://10.0.0.13:30000"},
+                     {"name": "gpu04", "url": "http://10.0.0.14:30000"}]
+    listing = [listed("http://10.0.0.11:30000", True), listed("http://10.0.0.12:30000", False),
+               listed("http://10.0.0.99:30000", True, "old")]
+    report = core.fleet_health(listing, fleet, ["http://10.0.0.14:30000"])
+    assert report["healthy"] == ["gpu01 (http://10.0.0.11:30000)"]
+    assert report["unhealthy"] == ["gpu02 (http://10.0.0.12:30000)"]
+    assert report["missing"] == ["gpu03 (http://10.0.0.13:30000)"]
+    assert report["out"] == ["gpu04 (http://10.0.0.14:30000)"]
+    assert report["unexpected"] == ["old (http://10.0.0.99:30000)"]
+    assert [problem.split(" is ")[0] for problem in report["problems"]] == ["gpu02 (http://10.0.0.12:30000)",
+                                                                            "gpu03 (http://10.0.0.13:30000)"]
