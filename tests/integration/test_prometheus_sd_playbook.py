@@ -48,3 +48,15 @@ def test_a_bad_address_is_refused_naming_the_host_and_variable(tmp_path):
     assert "host gpu-1: gpu_node_metrics_address (or ansible_host)='10.0.0.1 10.0.0.2' is not an IP address" in (
         completed.stdout.replace("\n", " ")), completed.stdout
     assert not sd_file.exists()
+
+
+def test_the_gateways_metrics_endpoint_is_listed_with_a_job_of_its_own(tmp_path):
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(INVENTORY + "\n[gateway]\ngw-1 ansible_host=10.0.0.9 gateway_metrics_port=29100 "
+                                     "ansible_connection=local\n")
+    sd_file = tmp_path / "gpu_nodes.json"
+    completed = run_prometheus_sd(inventory, "-e", "gpu_node_prometheus_sd_file=%s" % sd_file)
+    assert completed.returncode == 0, completed.stdout
+    listed = json.loads(sd_file.read_text())
+    assert listed[-1] == {"targets": ["10.0.0.9:29100"], "labels": {"job": "sglang_gateway", "node": "gw-1"}}
+    assert [group["labels"]["job"] for group in listed[:-1]] == ["sglang", "dcgm", "dcgm"]
