@@ -15,6 +15,7 @@ import yaml
 from conftest import CHECKOUT, COLLECTIONS, STANDIN, free_port
 from process_tree import run_bounded
 from test_gateway_workers_module import ADMIN_KEY, Fleet, call, gateway_venv, wait_until
+from test_health_playbooks import FAKE_NVIDIA_SMI
 
 # Long enough that the drain, however slowly Ansible starts, finds the request still running.
 SLOW_S = 10.0
@@ -73,10 +74,11 @@ def inventory(fleet, tmp_path, **settings):
     return path
 
 
-def playbook(argv, inventory_path):
-    """(exit status, {task name: result of its first host}, output) of ansible-playbook with the json callback."""
+def playbook(argv, inventory_path, **environment):
+    """(exit status, {task name: result of its first host}, output) of ansible-playbook with the json callback;
+    environment: more of its environment."""
     environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                   ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_VERBOSE_TO_STDERR="1")
+                   ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_VERBOSE_TO_STDERR="1", **environment)
     try:
         completed = run_bounded([str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory_path)]
                                 + argv, timeout=240, env=environ)
@@ -178,6 +180,19 @@ def test_the_check_before_anything_changes_names_the_missing_admin_key(fleet, tm
     returncode, results, output = playbook([str(path), "-e", "gpu_node_upgrade_drain_tasks=/hooks/drain.yml",
                                             "-e", "gateway_admin_key=''"], inventory(fleet, tmp_path))
     assert returncode == 0, output
+
+
+def test_the_health_playbook_drains_an_unhealthy_node_through_the_gateway_without_a_hook(fleet, tmp_path):
+    report = tmp_path / "health.json"
+    settings = {"gpu_node_health_drain": True, "gpu_node_hosts": "node-slow", "gpu_node_health_report": str(report)}
+    returncode, _results, output = playbook(
+        ["-e", json.dumps(settings), str(CHECKOUT / "playbooks" / "health.yml")], inventory(fleet, tmp_path),
+        FAKE_NVIDIA_SMI="h200_row_remap_failure", PATH=str(FAKE_NVIDIA_SMI) + ":" + os.environ["PATH"])
+    assert returncode == 0, output
+    assert json.loads(report.read_text())["node-slow"]["drain"] == "drained"
+    assert listed(fleet) == {"node-fast": True}
+    assert hook(fleet, tmp_path, "gateway_undrain")[0] == 0
+    assert listed(fleet) == {"node-slow": True, "node-fast": True}
 
 
 def test_the_benchmark_measures_through_the_gateway_beside_each_node(fleet, tmp_path):
