@@ -69,7 +69,6 @@ options:
     default: 10
 seealso:
   - module: blackwell.gpu_node.gateway_workers
-  - role: blackwell.gpu_node.gateway
 """
 
 EXAMPLES = r"""

@@ -161,7 +161,6 @@ notes:
 seealso:
   - module: blackwell.gpu_node.gateway_workers
   - module: blackwell.gpu_node.sglang_server
-  - role: blackwell.gpu_node.gateway
 """
 
 EXAMPLES = r"""

@@ -124,7 +124,8 @@ notes:
     launcher that registers the workers of its workers file (O(workers_file)) at every start, less those out; this
     module changes a running one and that file.
 seealso:
-  - role: blackwell.gpu_node.gateway
+  - module: blackwell.gpu_node.gateway_info
+  - module: blackwell.gpu_node.gateway_service
 """
 
 EXAMPLES = r"""
