@@ -33,6 +33,9 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_FORCE_COLOR ?= 0
 export PY_COLORS ?= 0
+# Every Ansible run imports the collection's plugins: with bytecode written once, no run compiles them again (an
+# environment that forbids bytecode, as CI's does, would make each of the thousand-odd runs of `make test` do it).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help test core-venvs toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade bench-installer bench-diagnoses ml-stack-real device-evidence mutation
