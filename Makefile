@@ -190,7 +190,8 @@ DEMO_FIXTURES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/base_image/build.sh d
 FIXTURES = $(DEMO_FIXTURES); \
 	BLACKWELL_IMAGE_CPYTHON=$$(tests/fixtures/base_image/build.sh debian12-cpython); \
 	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
-	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD
+	BLACKWELL_GATEWAY_WHEELS=$$(tests/fixtures/gateway_wheels/build.sh); \
+	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD BLACKWELL_GATEWAY_WHEELS
 
 
 # A command in the Debian 13 image: on the host's network, with the checkout at its own path, and pip trusting the
