@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A client of the model gateway, on the controller: a POST /generate every INTERVAL seconds, one at a time, until
 the stop file appears (or --max-seconds pass), one JSON line per request in LOG: sent and done (epoch seconds),
 status (0: no answer), the port of the stand-in that answered (its meta_info.standin_port), error. Beside it, the

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What gateway_client_loop.py saw, as JSON on stdout: the requests sent, answered (200) and failed, in all and per
 phase; the requests a node answered while it was out; per node, how long before its drain ended the gateway last
 sent it a request; with --killed NODE@TIME, how long the gateway took to list the killed node unhealthy.

@@ -109,7 +109,7 @@ def generate(fleet, answers):
 def slow_request_running(fleet):
     """Threads whose requests run: round robin sends one of two to node-slow."""
     answers = []
-    askers = [threading.Thread(target=generate, args=(fleet, answers)) for _ in range(2)]
+    askers = [threading.Thread(target=generate, args=(fleet, answers)) for _asker in range(2)]
     for asker in askers:
         asker.start()
     time.sleep(0.5)
