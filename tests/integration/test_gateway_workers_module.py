@@ -4,6 +4,7 @@ launcher on 127.0.0.1 in front of two `sglang` stand-ins: one gateway for the wh
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -80,12 +81,16 @@ class Fleet(object):
         self.processes.append(process)
         return process
 
-    def standin(self, name, key, **environment):
+    def spawn_standin(self, name, key, **environment):
+        """(its process, its worker) for a new stand-in, which self.workers does not list."""
         port = free_port()
-        self.spawn([sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/tiny", "--port", str(port),
-                    "--api-key", key], name + ".log", PYTHONPATH=str(STANDIN), SGLANG_STANDIN_STEP="0.01",
-                   **environment)
-        self.workers.append({"name": name, "url": "http://127.0.0.1:%d" % port, "api_key": key})
+        process = self.spawn([sys.executable, "-m", "sglang.launch_server", "--model-path", "/models/tiny", "--port",
+                              str(port), "--api-key", key], name + ".log", PYTHONPATH=str(STANDIN),
+                             SGLANG_STANDIN_STEP="0.01", **environment)
+        return process, {"name": name, "url": "http://127.0.0.1:%d" % port, "api_key": key}
+
+    def standin(self, name, key, **environment):
+        self.workers.append(self.spawn_standin(name, key, **environment)[1])
 
     def gateway(self, venv, registered_at_start):
         self.port, metrics_port = free_port(), free_port()
@@ -273,3 +278,21 @@ def test_a_wrong_admin_key_is_named(fleet):
                         workers=fleet.workers)
     assert result.get("failed") is True and "admin key is wrong or missing" in result["msg"]
     assert "key-w" not in json.dumps(result)
+
+
+def test_a_hung_worker_is_out_of_rotation_within_the_gateways_own_health_settings(fleet):
+    # The gateway checks a worker registered through POST /workers with its command line's settings (here a check
+    # each second, a 5 s timeout, 2 failures), not with the per-worker defaults of POST /workers (a 30 s timeout,
+    # 3 failures), which would hold a hung worker healthy for 90 s: the role's gateway_health_* flags reach it.
+    process, worker = fleet.spawn_standin("w3", "key-w3")
+    try:
+        added = reconcile(fleet, workers=[worker], exclusive=False)
+        assert added["changes"] == ["add %s (w3)" % worker["url"]], added
+        # Stopped, it still accepts connections (the kernel does) and never answers: a hung node.
+        os.killpg(process.pid, signal.SIGSTOP)
+        wait_until(lambda: (worker["url"], False) in fleet.registered(), timeout=20)
+    finally:
+        kill_tree(process.pid)
+        process.wait()
+        reconcile(fleet, workers=[worker], out=["w3"], exclusive=False)
+    assert worker["url"] not in [url for url, _healthy in fleet.registered()]

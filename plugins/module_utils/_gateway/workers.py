@@ -11,6 +11,11 @@ api_key or labels), DELETE /workers/<id> (takes effect at once; a request alread
 normally). GET /workers lists the registered workers only: one still being registered, or one that never answers,
 is not listed. A worker's API key is never shown by the gateway, so each worker carries a label with a digest of
 its URL and key (KEY_LABEL): a key that changed is seen without the key being read back.
+
+Health checks: sglang-router 0.3.2 checks every worker, those of POST /workers included, with its command line's
+settings (--health-check-*, --health-*-threshold: the role's gateway_health_*). It ignores the health fields of
+POST /workers, while PUT /workers/<id> would set them for that one worker, which the gateway's command line then
+no longer governs; so neither request carries them.
 """
 
 from __future__ import absolute_import, division, print_function
