@@ -70,7 +70,7 @@ def inventory(fleet, tmp_path, **settings):
         "gpu_nodes": {"hosts": nodes},
         "gateway": {"hosts": {"gw": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                                      "gpu_node_become": False, "gateway_admin_key": ADMIN_KEY,
-                                     "gateway_port": fleet.port}}}}}}))
+                                     "gateway_port": fleet.port, "gateway_config_dir": str(fleet.root)}}}}}}))
     return path
 
 
@@ -126,7 +126,8 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
         asker.join(30)
     assert returncode == 0, output
     assert results["Take the node out of the model gateway's rotation"]["changes"] == [
-        "remove %s (node-slow)" % fleet.workers[0]["url"]]
+        "remove %s (node-slow)" % fleet.workers[0]["url"],
+        "write %s (2 workers, out: %s)" % (fleet.workers_file, fleet.workers[0]["url"])]
     # The request on node-slow ended (200) before the drain did: it waited for it.
     assert sorted(status for status, _port, _seconds in answers) == [200, 200]
     assert drained_after >= SLOW_S - 1.0, drained_after
@@ -134,6 +135,8 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
                    "most"]["attempts"] > 1
     assert results["Say that the drain's deadline passed"].get("skipped") is True
     assert listed(fleet) == {"node-fast": True}
+    # The gateway's workers file, where its role keeps it, holds the node out: a restart would not add it again.
+    assert json.loads(fleet.workers_file.read_text())["out"] == [fleet.workers[0]["url"]]
     later = []
     for _request in range(4):
         generate(fleet, later)
@@ -142,8 +145,9 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
     returncode, results, output = hook(fleet, tmp_path, "gateway_undrain")
     assert returncode == 0, output
     assert results["Put the node back into the model gateway's rotation and wait until the gateway finds it "
-                   "healthy"]["changes"] == ["add %s (node-slow)" % fleet.workers[0]["url"]]
+                   "healthy"]["changes"][0] == "add %s (node-slow)" % fleet.workers[0]["url"]
     assert listed(fleet) == {"node-slow": True, "node-fast": True}
+    assert json.loads(fleet.workers_file.read_text())["out"] == []
 
 
 def test_past_its_deadline_the_drain_says_so_and_goes_on(fleet, tmp_path):
