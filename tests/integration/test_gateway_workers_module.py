@@ -193,7 +193,7 @@ def test_a_worker_taken_out_finishes_the_request_it_runs_and_gets_no_other(fleet
         started = time.monotonic()
         answers.append((call(fleet.url + "/generate", {"text": "hi"})[0], time.monotonic() - started))
     # Round robin: of two requests, one runs on the slow w2.
-    askers = [threading.Thread(target=ask) for _ in range(2)]
+    askers = [threading.Thread(target=ask) for _asker in range(2)]
     for asker in askers:
         asker.start()
     time.sleep(0.5)
