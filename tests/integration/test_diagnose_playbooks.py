@@ -82,6 +82,9 @@ def test_validate_passes_the_server_check_of_a_server_that_serves_and_can_ask_he
     _returncode, results = playbook("validate.yml", server, "-e", "sglang_server_port=%d" % server["port"])
     assert server_problems(results) == []
     assert results["Report the node"]["msg"]["serving"]["generate"]["text"] == " Paris."
+    # Without a gateway its view is not asked: skipped, not failed and rescued.
+    assert results["Read the gateway's view of this node"].get("skipped") is True, results[
+        "Read the gateway's view of this node"]
     run_module("sglang_server", state="stopped", state_dir=server["state_dir"], stop_timeout=5)
     launch(server, "ready", 2, SGLANG_STANDIN_GENERATE="hang")
     _returncode, results = playbook("validate.yml", server, "-e", "sglang_server_port=%d" % server["port"],
@@ -99,6 +102,7 @@ def test_diagnose_names_the_crash_two_launches_ago_in_its_report_on_the_controll
     returncode, results = playbook("diagnose.yml", server, "-e", "gpu_node_diagnose_launch=2", "-e",
                                    "gpu_node_diagnose_report=%s" % report_path, *(["--check"] if check else []))
     assert returncode == 0, results
+    assert results["Read the gateway's workers"].get("skipped") is True, results["Read the gateway's workers"]
     # The nodes are only read; the report on the controller is written in check mode too.
     report = json.loads(report_path.read_text())
     diagnosis = report["localhost"]["diagnosis"]
