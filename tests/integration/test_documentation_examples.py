@@ -230,6 +230,21 @@ def syntax_check(playbooks, plays, work_dir):
         raise AssertionError("ansible-playbook --syntax-check did not end within 300 s; its processes were killed")
 
 
+def test_the_quickstarts_site_run_warns_of_no_group_the_example_inventory_leaves_out(tmp_path):
+    """The example inventory has no gateway group: site's gateway play matches no host, without a warning."""
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "--list-hosts",
+            "-i", str(CHECKOUT / "inventory" / "example"), "blackwell.gpu_node.site"]
+    environ = {"ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path),
+               "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+    try:
+        listed = run_bounded(argv, timeout=120, env=environ, cwd=str(tmp_path))
+    except subprocess.TimeoutExpired:
+        raise AssertionError("ansible-playbook --list-hosts did not end within 120 s; its processes were killed")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "Run SGLang's model gateway in front of the GPU nodes" in listed.stdout
+    assert "WARNING" not in listed.stdout + listed.stderr, listed.stdout + listed.stderr
+
+
 def test_every_command_and_yaml_example_of_the_documentation_is_sound():
     problems = examine(the_documents())[0]
     assert not problems, "\n".join(problems)
