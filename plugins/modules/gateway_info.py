@@ -147,17 +147,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.serving
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            gateway_url=dict(type="str", default="http://127.0.0.1:30080"),
-            admin_key=dict(type="str", no_log=True),
-            workers=dict(type="list", elements="dict", default=[], options=dict(
-                url=dict(type="str", required=True),
-                name=dict(type="str"),
-                api_key=dict(type="str", no_log=True),
-            )),
-            workers_file=dict(type="path", default="/etc/blackwell-gpu-node/gateway/workers.json"),
-            timeout=dict(type="float", default=10),
-        ),
+        argument_spec=gateway_workers.gateway_options(),
         supports_check_mode=True,
     )
     params = module.params

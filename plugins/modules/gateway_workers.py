@@ -206,20 +206,12 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.serving
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            gateway_url=dict(type="str", default="http://127.0.0.1:30080"),
-            admin_key=dict(type="str", no_log=True),
-            workers=dict(type="list", elements="dict", default=[], options=dict(
-                url=dict(type="str", required=True),
-                name=dict(type="str"),
-                api_key=dict(type="str", no_log=True),
-            )),
+            gateway_workers.gateway_options(),
             out=dict(type="list", elements="str", default=[]),
             exclusive=dict(type="bool", default=True),
             keep_out=dict(type="bool", default=False),
-            workers_file=dict(type="path", default="/etc/blackwell-gpu-node/gateway/workers.json"),
             workers_file_group=dict(type="str"),
             wait_timeout=dict(type="float", default=60),
-            timeout=dict(type="float", default=10),
         ),
         supports_check_mode=True,
     )

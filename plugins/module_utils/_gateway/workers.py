@@ -424,6 +424,24 @@ def normalized_settings(settings):
 # The workers file: what the launcher registers at every start (the gateway keeps workers in memory only), and
 # the URLs it leaves out, so that a worker taken out for a drain stays out when the gateway restarts.
 WORKERS_FILE_LIMIT = 4 << 20
+# Where the gateway role keeps the workers file its launcher registers at start.
+WORKERS_FILE = "/etc/blackwell-gpu-node/gateway/workers.json"
+
+
+def gateway_options():
+    """The options of both gateway modules that reach a gateway and name the fleet (an AnsibleModule argument_spec):
+    its URL, admin key and request timeout, the fleet's workers and the workers file."""
+    return dict(
+        gateway_url=dict(type="str", default="http://127.0.0.1:30080"),
+        admin_key=dict(type="str", no_log=True),
+        workers=dict(type="list", elements="dict", default=[], options=dict(
+            url=dict(type="str", required=True),
+            name=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
+        )),
+        workers_file=dict(type="path", default=WORKERS_FILE),
+        timeout=dict(type="float", default=REQUEST_TIMEOUT),
+    )
 
 
 def workers_document(data, path="workers_file"):
