@@ -86,9 +86,9 @@ options:
   dcgm_diag:
     description:
       - Run C(dcgmi diag -r) O(dcgm_diag_level) where C(dcgmi) is installed; where it is not, the C(problem) of
-        RV(dcgm_diag) says so.
+        RV(dcgm_diag) says so. Level 1, the default, takes seconds.
     type: bool
-    default: false
+    default: true
   dcgm_diag_level:
     description:
       - The DCGM diagnostic level. Level 1 takes seconds and is NVIDIA's readiness check; levels 2 to 4 load the
@@ -375,7 +375,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.pcie_fabr
 ARGUMENT_SPEC = dict(
     severity_overrides=dict(type="dict", default={}),
     kernel_log=dict(type="bool", default=True),
-    dcgm_diag=dict(type="bool", default=False),
+    dcgm_diag=dict(type="bool", default=True),
     dcgm_diag_level=dict(type="int", default=1, choices=[1, 2, 3, 4]),
     dcgm_diag_allow_long=dict(type="bool", default=False),
     pcie_fabric=dict(type="bool", default=True),

@@ -90,7 +90,9 @@ def test_health_drains_no_healthy_node_and_writes_its_report_in_check_mode_too(t
     assert results["Say each node's verdict"]["msg"][0] == (
         "localhost: healthy: 2 GPU(s), no unhealthy or degraded finding")
     report = json.loads(report_path.read_text())["localhost"]
-    assert (report["verdict"], report["drain"], report["dcgm_diag"]) == ("healthy", None, None)
+    # No dcgmi on this machine: the readiness check says so, and finds nothing.
+    assert (report["verdict"], report["drain"], report["dcgm_diag"]["problem"]) == (
+        "healthy", None, "dcgmi is not installed (NVIDIA DCGM): no diagnostic ran")
     assert not marker.exists()
 
 
@@ -131,10 +133,9 @@ def fixture_dcgmi(tmp_path):
     return fake
 
 
-def test_health_runs_dcgms_readiness_check_where_asked_and_reports_its_results(tmp_path, dcgmi):
+def test_health_runs_dcgms_readiness_check_by_default_and_reports_its_results(tmp_path, dcgmi):
     bin_dir, calls = dcgmi("dcgmi-diag-deployment-pass-a10g.txt")
-    returncode, results, report_path = health("h200_health", tmp_path, "-e", "gpu_node_health_dcgm_diag=true",
-                                              "-vvv", bin_dir=bin_dir)
+    returncode, results, report_path = health("h200_health", tmp_path, "-vvv", bin_dir=bin_dir)
     assert returncode == 0, results
     assert calls.read_text() == "diag -r 1\n"
     asked = results[READ_HEALTH]["invocation"]["module_args"]
