@@ -1,7 +1,7 @@
 """The runtime_env and ml_stack roles, run by ansible-playbook with a local connection inside the namespace,
 against a virtualenv whose owner's .pth makes sysconfig name the system's dist-packages: each role fails, naming
 the problem, writes nothing outside the tree and runs nothing of the owner's as root."""
-import test_hostile_ml_stack_state as ml_stack_case
+import test_hostile_ml_stack_converged_info as ml_stack_case
 from test_hostile_runtime_env_state import REDIRECT
 
 RUNTIME_ENV = """

@@ -707,7 +707,8 @@ def prune_plan(venv_path, candidates, keep, protected):
     return {"remove": paths[keep:], "kept": paths[:keep], "problems": []}
 
 
-# The converged check (the ml_stack_state module): what the role's tasks would find and do, observed in one call.
+# The converged check (the ml_stack_converged_info module): what the role's tasks would find and do, observed in
+# one call.
 FILE_MODE = 0o644
 # The marker, the pins and the pip check explanation are a few KiB; anything larger there is not the role's.
 FILE_LIMIT = 1 << 20

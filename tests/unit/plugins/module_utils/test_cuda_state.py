@@ -379,7 +379,7 @@ def test_the_settings_are_not_changed_by_the_check():
 
 
 def test_a_command_the_host_lacks_is_unobserved_not_a_failure_of_the_module():
-    from ansible_collections.blackwell.gpu_node.plugins.modules.cuda_state import runner
+    from ansible_collections.blackwell.gpu_node.plugins.modules.cuda_converged_info import runner
 
     class Module:
         def __init__(self):

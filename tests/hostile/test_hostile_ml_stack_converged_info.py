@@ -1,4 +1,4 @@
-"""ml_stack_state against the profile's virtualenv made hostile by its owner: the marker and the pins (the
+"""ml_stack_converged_info against the profile's virtualenv made hostile by its owner: the marker and the pins (the
 constraints file and pip.conf, root's on a host the role built) swapped for FIFOs, links to /dev/zero and
 /etc/shadow, or 8 GiB sparse files, and an interpreter that never finishes starting. The check reads each of
 them bounded or not at all, runs the virtualenv's code as its owner only, and returns within its bound."""
@@ -9,7 +9,7 @@ import pytest
 
 import hostile_harness
 
-MODULE = "ml_stack_state"
+MODULE = "ml_stack_converged_info"
 PLAN = """
 import json, sys, yaml
 try:

@@ -28,7 +28,7 @@ ARGS = dict(
 
 
 def test_it_gathers_the_facts_the_role_reads_and_says_why_the_role_must_run():
-    result = run_module("cuda_state", check_mode=True, **ARGS)
+    result = run_module("cuda_converged_info", check_mode=True, **ARGS)
     assert not result.get("failed"), result
     assert result["changed"] is False and result["converged"] is False
     facts = result["ansible_facts"]

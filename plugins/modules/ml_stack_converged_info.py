@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: ml_stack_state
+module: ml_stack_converged_info
 short_description: Tell, in one call, whether the ml_stack role's virtualenv is already installed, verified and in place
 version_added: 0.1.0
 author:
@@ -76,7 +76,7 @@ options:
 
 EXAMPLES = r"""
 - name: Check whether the profile's virtualenv is already installed, verified and in place
-  blackwell.gpu_node.ml_stack_state:
+  blackwell.gpu_node.ml_stack_converged_info:
     settings:
       venv_path: /home/sglang/ml-env
       venv_owner: sglang
@@ -92,7 +92,7 @@ EXAMPLES = r"""
       inspect_python.py: "{{ lookup('ansible.builtin.file', 'inspect_python.py') }}"
       inspect_stack.py: "{{ lookup('ansible.builtin.file', 'inspect_stack.py') }}"
     keep: 1
-  register: ml_stack_state
+  register: ml_stack_converged
 """
 
 RETURN = r"""

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: cuda_state
+module: cuda_converged_info
 short_description: Tell, in one call, whether the cuda role has nothing to do on a host
 version_added: 0.1.0
 author:
@@ -26,7 +26,7 @@ description:
     runtime and NVRTC (by running O(linked_script) with the module's interpreter).
   - RV(converged) is true only when everything is as the role leaves it. Anything else, or anything it cannot
     observe, is a reason in RV(reasons), and the role then runs all its tasks, whose checks name the problem.
-  - The driver's and Fabric Manager's tasks are not covered; the role runs them as before.
+  - The driver's and Fabric Manager's tasks are not covered; the role runs them whatever this module returns.
   - Changes nothing.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -133,7 +133,7 @@ options:
 
 EXAMPLES = r"""
 - name: Check whether the cuda role has anything to do
-  blackwell.gpu_node.cuda_state:
+  blackwell.gpu_node.cuda_converged_info:
     repo_base_url: https://developer.download.nvidia.com/compute/cuda/repos
     repo_architectures: {x86_64: x86_64, aarch64: sbsa}
     supported_os: [debian12, ubuntu2404]
@@ -156,7 +156,7 @@ EXAMPLES = r"""
     registration_files:
       /etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf: "/usr/local/cuda-13.0/lib64\n"
     linked_script: "{{ lookup('ansible.builtin.file', 'linked_cuda.py') }}"
-  register: cuda_state
+  register: cuda_converged
 """
 
 RETURN = r"""
