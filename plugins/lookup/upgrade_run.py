@@ -10,9 +10,9 @@ DOCUMENTATION = r"""
 name: upgrade_run
 author: Blackwell GPU node maintainers (@blackwell-gpu-node)
 version_added: 0.1.0
-short_description: This playbook run as the upgrade's node lock names it, and whether another run is gone
+short_description: This playbook run as the upgrade's node lock names it, and whether another run is gone (internal)
 description:
-  - Internal to the C(blackwell.gpu_node.upgrade) playbook; not meant for playbooks of your own.
+  - Internal to the C(blackwell.gpu_node.upgrade) playbook, which calls it; not meant for playbooks of your own.
   - "Without terms, one item, this run: a random C(id), the C(controller)'s host name, the C(pid) of the
     C(ansible-playbook) process and its start (C(pid_started), from C(/proc) where the controller has one, else
     null), the C(user) and the time it C(started)."

@@ -10,11 +10,12 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: cuda_converged_info
-short_description: Tell, in one call, whether the cuda role has nothing to do on a host
+short_description: Tell, in one call, whether the cuda role has nothing to do on a host (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
+  - Internal to the C(blackwell.gpu_node.cuda) role, which calls it; not meant for playbooks of your own.
   - Gathers the facts the C(blackwell.gpu_node.cuda) role needs (Ansible's C(min) and C(virtual) subsets, as
     M(ansible.builtin.setup) does) and returns them, so that the role does not gather them in a task of its own.
   - Decides whether the role's preflight would pass on this host, and whether its repository, toolkit,

@@ -10,11 +10,12 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: cuda_linker_entries
-short_description: Find, and disable, dynamic linker entries for another CUDA major version
+short_description: Find, and disable, dynamic linker entries for another CUDA major version (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
+  - Internal to the C(blackwell.gpu_node.cuda) role, which calls it; not meant for playbooks of your own.
   - Reads every C(*.conf) file in O(conf_dir) and finds the directories that belong to a CUDA installation of
     another major version than O(major), following links (C(/usr/local/cuda) pointing at C(cuda-12.8) counts
     as 12). Such entries make programs load C(libcudart.so.12) or C(libnvrtc.so.12) on a CUDA 13 host.

@@ -10,11 +10,12 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: gateway_service
-short_description: Run SGLang's model gateway as a systemd unit, or as a process of its own where systemd is not PID 1
+short_description: Run SGLang's model gateway as a systemd unit, or as a process of its own where systemd is not PID 1 (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
+  - Internal to the C(blackwell.gpu_node.gateway) role, which calls it; not meant for playbooks of your own.
   - Runs the launcher of P(blackwell.gpu_node.gateway#role) (which starts sglang-router 0.3.2 with its keys read
     from O(secrets_path) and registers the workers of O(workers_path)) with the virtualenv's Python, as O(user),
     under the manager O(manager) picks, the same way M(blackwell.gpu_node.sglang_server) runs the server.

@@ -10,11 +10,14 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: gateway_workers
-short_description: Bring the workers of a running SGLang model gateway to a list, through its admin API
+short_description: Bring the workers of a running SGLang model gateway to a list, through its admin API (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
+  - Internal to the C(blackwell.gpu_node.gateway) role and the C(blackwell.gpu_node.serve),
+    C(blackwell.gpu_node.health) and C(blackwell.gpu_node.upgrade) playbooks, which call it; not meant for
+    playbooks of your own.
   - Reads the workers a running SGLang model gateway (sglang-router 0.3.2) has registered (C(GET /workers)),
     plans what brings them to O(workers), and carries the plan out in the same call through the gateway's admin
     API, without restarting it; a gateway that already has exactly these workers is not changed.

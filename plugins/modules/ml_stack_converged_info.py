@@ -10,11 +10,12 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: ml_stack_converged_info
-short_description: Tell, in one call, whether the ml_stack role's virtualenv is already installed, verified and in place
+short_description: Tell, in one call, whether the ml_stack role's virtualenv is already installed, verified and in place (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
+  - Internal to the C(blackwell.gpu_node.ml_stack) role, which calls it; not meant for playbooks of your own.
   - Plans the stack profile's virtualenv from O(settings) and what its C(python) reports, as the
     C(blackwell.gpu_node.ml_stack) role does, then runs the virtualenv's interpreter as its owner (never as root)
     in an empty environment; it reads the installed versions and where they came from, imports torch, sgl_kernel,

@@ -10,11 +10,12 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: preflight_check
-short_description: Know a GPU host before touching it, in one call, and refuse it naming every problem
+short_description: Know a GPU host before touching it, in one call, and refuse it naming every problem (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
+  - Internal to the C(blackwell.gpu_node.preflight) role, which calls it; not meant for playbooks of your own.
   - The observation and the decision of the C(blackwell.gpu_node.preflight) role, in one call.
   - Observes the host as Ansible's C(min) fact subset and M(blackwell.gpu_node.gpu_facts) do (and returns both as
     facts), the GPUs' health as M(blackwell.gpu_node.gpu_health_info) reads it (where GPUs are seen, the PCIe fabric
@@ -22,7 +23,7 @@ description:
     reboot (C(/var/run/reboot-required) and its C(.pkgs)), the Fabric Manager, NVSwitch and NVLink
     subnet manager packages C(dpkg-query) knows, the model directory and its C(config.json), the free space where
     the virtualenv is or will be, the interpreter the virtualenv is made with (running O(venv_probe) with it), the
-    service user and who holds the server's port (as M(blackwell.gpu_node.sglang_server) with C(state=status) says).
+    service user and who holds the server's port (as M(blackwell.gpu_node.sglang_server_info) says).
   - Weighs that against O(settings), the stack profile O(profile) and the places of the other hosts of the play
     (O(peers)). Fails, naming every problem with the variable and the fix, when the host is not fit; otherwise
     returns what was checked.

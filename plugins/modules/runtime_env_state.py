@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: runtime_env_state
-short_description: Render the runtime_env role's environment into a virtualenv and prove it takes effect, in one call
+short_description: Render the runtime_env role's environment into a virtualenv and prove it takes effect, in one call (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: upgrade_state
-short_description: The upgrade's lock on a node and its record of a switch in progress
+short_description: The upgrade's lock on a node and its record of a switch in progress (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)

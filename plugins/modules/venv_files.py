@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: venv_files
-short_description: Write root's and the owner's files into a virtualenv another user owns, never through a link
+short_description: Write root's and the owner's files into a virtualenv another user owns, never through a link (internal)
 version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
