@@ -57,8 +57,8 @@ description:
     into place, sets the alternative, renames the linker files back, runs C(ldconfig) when the linker's view
     changed, and removes the marker. A restore that stops part-way fails with C(changed) true and RV(actions)
     listing what was done; the next O(state=restored) finishes it and runs C(ldconfig) whatever else it finds."
-  - O(state=current) only reports what O(state=recorded) would record, and the recorded snapshot if there is one
-    that a restore would accept (a warning says why otherwise).
+  - M(blackwell.gpu_node.node_snapshot_info) reports what O(state=recorded) would record, and the recorded snapshot,
+    changing nothing.
   - The server is not started or stopped here; the upgrade playbook starts it again from the restored link.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -75,10 +75,10 @@ attributes:
     platforms: debian
 options:
   state:
-    description: V(recorded) writes the snapshot, V(restored) puts the node back as recorded, V(current) changes nothing.
+    description: V(recorded) writes the snapshot, V(restored) puts the node back as recorded.
     type: str
-    choices: [recorded, restored, current]
-    default: current
+    choices: [recorded, restored]
+    required: true
   name:
     description: The snapshot's name, its file C(<state_dir>/snapshots/<name>.json).
     type: str
@@ -115,6 +115,8 @@ options:
         linker files and the login-shell script stay as they are, and a warning says so. A kept previous snapshot
         that names another virtualenv is not restored.
     type: str
+seealso:
+  - module: blackwell.gpu_node.node_snapshot_info
 """
 
 EXAMPLES = r"""
@@ -189,18 +191,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import MARKER, is_profile_virtualenv
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import is_profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot import (
     CUDA_HOME,
-    CUDA_LINK,
-    FILE_LIMIT,
     IN_PROGRESS,
-    LINKER_CONF,
-    LINKER_DIR,
-    MARKER_LIMIT,
     PREVIOUS_SUFFIX,
-    PROFILE_SCRIPT,
-    SNAPSHOT_LIMIT,
     RestoreStopped,
     StepFailed,
     carry_out,
@@ -209,14 +204,10 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     file_text,
     in_progress_snapshot,
     in_progress_text,
-    marker_profile,
     name_problem,
-    observation,
     parsed_snapshot,
     restore_plan,
     serialized,
-    server_record,
-    server_secrets,
     snapshot_problems,
     summary,
     venv_only,
@@ -225,71 +216,27 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     FileRefused,
     directory_entry,
-    open_resolved,
-    path_kind,
     read_regular,
     remove,
     stage_file,
     stage_link,
-    trusted_directory,
     walk,
     write_atomically,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import BadState, Instance
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot_node import (
+    READ_OPTIONS,
+    alternatives,
+    entry_in,
+    observe,
+    parent_directory,
+    profile_in,
+    read_snapshot,
+    snapshot_directory,
+    snapshot_path,
+)
 
 # The restore-in-progress marker is a line of JSON.
 IN_PROGRESS_LIMIT = 4096
-
-
-def parent_directory(path):
-    """(descriptor of the directory that holds path, path's name), or (None, name) when that directory does not
-    exist. Links above it are resolved once; nothing below is followed."""
-    parent, name = os.path.split(path.rstrip("/"))
-    try:
-        descriptor, _real = open_resolved(parent or "/", "the directory of %s" % path)
-    except InvalidOption:
-        if path_kind(parent) is None:
-            return None, name
-        raise
-    return descriptor, name
-
-
-def observe_venv(venv_path):
-    """(what the stable path is, its link target, the profile its virtualenv's marker names). The virtualenv is
-    its owner's: a directory at the stable path, or a link's target that names a profile's virtualenv beside the
-    link, is entered as a directory of that name (no link followed), and its marker is read only as a small
-    regular file."""
-    parent, name = parent_directory(venv_path)
-    if parent is None:
-        return None, None, None
-    try:
-        entry = directory_entry(parent, name)
-        if entry is None:
-            return None, None, None
-        # A plain virtualenv at the stable path is entered as itself; a link only when it names a profile's.
-        inside = name if entry["kind"] == "directory" else entry["target"]
-        if entry["kind"] != "directory" and not is_profile_virtualenv(venv_path, entry["target"]):
-            return entry["kind"], entry["target"], None
-        return entry["kind"], entry["target"], profile_in(parent, inside)
-    finally:
-        os.close(parent)
-
-
-def profile_in(parent, name):
-    """The profile that the marker of the virtualenv name (in the directory parent) names, None where there is
-    none to read: the virtualenv is entered as a directory of that name, no link followed, and its marker read
-    only as a small regular file."""
-    try:
-        venv, _levels = walk(parent, name, "venv_path")
-    except (OSError, InvalidOption):
-        return None
-    try:
-        found = read_regular(MARKER, MARKER_LIMIT, venv)
-    except (OSError, InvalidOption):
-        found = None
-    finally:
-        os.close(venv)
-    return marker_profile(found["data"] if found else None)
 
 
 def venv_profile(venv_path, target):
@@ -318,109 +265,6 @@ def is_venv_directory(venv_path, target):
         return False
     finally:
         os.close(parent)
-
-
-def entry_in(path):
-    """directory_entry of path in its directory; None when either is missing."""
-    parent, name = parent_directory(path)
-    if parent is None:
-        return None
-    try:
-        return directory_entry(parent, name)
-    finally:
-        os.close(parent)
-
-
-def observe_file(path):
-    """The text of the cuda role's file path, None when it is missing; FileRefused for anything but a regular
-    UTF-8 file within FILE_LIMIT."""
-    parent, name = parent_directory(path)
-    if parent is None:
-        return None
-    try:
-        found = read_regular(name, FILE_LIMIT, parent)
-    finally:
-        os.close(parent)
-    if found is None:
-        return None
-    try:
-        return found["data"].decode("utf-8")
-    except UnicodeDecodeError:
-        raise FileRefused("%s is not UTF-8 text: the cuda role writes text there; look at it" % path)
-
-
-def alternatives(module, *args):
-    """The lines update-alternatives prints for args; None where it is missing or knows no cuda alternative."""
-    binary = module.get_bin_path("update-alternatives")
-    if not binary:
-        return None
-    rc, out, _err = module.run_command([binary] + list(args))
-    return out.splitlines() if rc == 0 else None
-
-
-def cuda_alternative(module):
-    """The cuda alternative's value; None where no alternative manages /usr/local/cuda."""
-    lines = alternatives(module, "--query", "cuda") or []
-    values = [line[len("Value: "):] for line in lines if line.startswith("Value: ")]
-    return values[0] if values else None
-
-
-def server_state(module):
-    """The server as a snapshot keeps it; the values it masks are masked in every result too."""
-    try:
-        state = Instance(module.params["server_state_dir"], module.params["server_name"]).load()
-    except (BadState, InvalidOption) as exc:
-        return {"problem": str(exc)}
-    module.no_log_values.update(server_secrets(state))
-    return server_record(state)
-
-
-def observe(module):
-    """(the observation of now, the names in LINKER_DIR, the kinds of the stable path and of /usr/local/cuda)."""
-    venv_path = module.params["venv_path"]
-    venv_kind, venv_target, profile = observe_venv(venv_path)
-    cuda = entry_in(CUDA_LINK)
-    linker_files = sorted(os.listdir(LINKER_DIR)) if path_kind(LINKER_DIR) == "directory" else []
-    current = observation(
-        venv_path=venv_path,
-        venv_target=venv_target,
-        venv_profile=profile,
-        cuda_alternative=cuda_alternative(module),
-        cuda_target=cuda["target"] if cuda else None,
-        files=dict((path, observe_file(path)) for path in (LINKER_CONF, PROFILE_SCRIPT)),
-        linker_files=linker_files,
-        server=server_state(module),
-    )
-    return current, linker_files, venv_kind, cuda["kind"] if cuda else None
-
-
-def snapshot_directory(state_dir, create=False):
-    """A descriptor of <state_dir>/snapshots, every level from / root's and writable by root alone (created so
-    when create); None when it does not exist. InvalidOption naming the level that another user could change."""
-    path = os.path.join(state_dir, "snapshots")
-    try:
-        if create:
-            os.close(trusted_directory(state_dir, "state_dir", 0o750))
-            return trusted_directory(path, "the snapshots of state_dir", 0o700)
-        return trusted_directory(path, "the snapshots of state_dir")
-    except FileNotFoundError:
-        return None
-
-
-def read_snapshot(directory, path):
-    """The bytes of the snapshot file path (in directory), None when there is none. InvalidOption naming the file
-    when it is not a regular file of root's that nobody else can write."""
-    try:
-        found = read_regular(os.path.basename(path), SNAPSHOT_LIMIT, directory)
-    except FileRefused as exc:
-        raise InvalidOption("The snapshot %s cannot be read: %s" % (path, exc))
-    if found is None:
-        return None
-    if found["uid"] != 0 or found["mode"] & 0o022:
-        raise InvalidOption("The snapshot %s is not trusted: it belongs to uid %d with mode %04o, and only a file of "
-                            "root's that nobody else can write is restored (state=recorded writes it root's, 0600). "
-                            "Record it again" % (path, found["uid"], found["mode"]))
-    return found["data"]
 
 
 def unfinished_restore(directory):
@@ -655,32 +499,11 @@ def restore(module, current, linker_files, venv_kind, cuda_kind, path):
     return result
 
 
-def current_snapshot(module, path):
-    """The recorded snapshot for state=current, None when there is none; one that cannot be trusted is reported
-    as a warning, not used."""
-    try:
-        directory = snapshot_directory(module.params["state_dir"])
-        if directory is None:
-            return None
-        try:
-            data = read_snapshot(directory, path)
-            return None if data is None else parsed_snapshot(data, path, module.params["venv_path"])
-        finally:
-            os.close(directory)
-    except InvalidOption as exc:
-        module.warn("%s; it is not shown" % exc)
-        return None
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["recorded", "restored", "current"], default="current"),
-            name=dict(type="str", default="pre-upgrade"),
-            venv_path=dict(type="path", required=True),
-            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
-            server_name=dict(type="str", default="sglang"),
-            server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            READ_OPTIONS,
+            state=dict(type="str", choices=["recorded", "restored"], required=True),
             snapshot=dict(type="dict"),
             fallback_venv=dict(type="str"),
         ),
@@ -690,16 +513,14 @@ def main():
     problem = name_problem(params["name"])
     if problem:
         module.fail_json(msg=problem + ". Nothing was changed.")
-    path = os.path.join(params["state_dir"], "snapshots", params["name"] + ".json")
+    path = snapshot_path(params)
     current = None
     try:
         current, linker_files, venv_kind, cuda_kind = observe(module)
         if params["state"] == "recorded":
             result = record(module, current, path)
-        elif params["state"] == "restored":
-            result = restore(module, current, linker_files, venv_kind, cuda_kind, path)
         else:
-            result = dict(changed=False, snapshot=current_snapshot(module, path), actions=[])
+            result = restore(module, current, linker_files, venv_kind, cuda_kind, path)
     except InvalidOption as exc:
         module.fail_json(msg="%s. Nothing was changed." % exc, current=current, path=path)
     except OSError as exc:

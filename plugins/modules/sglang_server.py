@@ -56,9 +56,10 @@ attributes:
 options:
   state:
     description:
-      - V(status) only reports, and changes nothing.
+      - V(started) runs the server, V(stopped) stops it, V(restarted) restarts it in any case.
+      - M(blackwell.gpu_node.sglang_server_info) reports on it, and changes nothing.
     type: str
-    choices: [started, stopped, restarted, status]
+    choices: [started, stopped, restarted]
     default: started
   name:
     description:
@@ -89,7 +90,7 @@ options:
         hides a virtualenv, model or home under C(/home).
       - Under systemd the unit is the server's identity, so the module, not a template of the role, writes it
         (its text has no other source), with its secret file and the state file in one step, and compares it
-        with the installed one to decide whether the server restarts. Status, stop and restart read C(systemctl show)
+        with the installed one to decide whether the server restarts. Stop and restart (and M(blackwell.gpu_node.sglang_server_info)) read C(systemctl show)
         (C(MainPID), C(ActiveState), C(NRestarts), C(UnitFileState)), so a restart by systemd, a reboot or a
         manual C(systemctl restart) never make the server look gone. An active, enabled unit whose file is
         the one this run would write is left alone (C(changed=false)), whatever its main pid; a unit stopped
@@ -296,7 +297,7 @@ options:
     default: {}
   log_path:
     description:
-      - File that the server's stdout and stderr are appended to. Required unless O(state=stopped) or O(state=status).
+      - File that the server's stdout and stderr are appended to. Required unless O(state=stopped).
       - Created C(0640) when missing (an existing file keeps its mode, less any permission for others), its
         directory C(0755) when missing. Only a
         regular file is accepted; a directory, FIFO, device or symbolic link is refused.
@@ -325,6 +326,7 @@ options:
 notes:
   - Bad options fail before anything is started or stopped, naming the option.
 seealso:
+  - module: blackwell.gpu_node.sglang_server_info
   - module: blackwell.gpu_node.wait_for_server
 """
 
@@ -410,22 +412,13 @@ gpu_released:
   description: True once nvidia-smi lists none of the stopped pids; false at timeout; null without nvidia-smi.
   returned: when stopped
   type: bool
-port_state:
-  description:
-    - Whether O(host):O(port) can be bound (V(free)), is held by this instance's running server (V(ours)),
-      or by another process (V(in_use)).
-  returned: when O(state=status)
-  type: str
-  sample: free
 killed_gpu_holders:
   description: Other processes killed with O(kill_gpu_holders), pid to the device files they held.
   returned: when O(kill_gpu_holders=true)
   type: dict
 manager:
-  description:
-    - With V(started) or V(restarted), the manager this run chose (O(manager=auto) resolved); with V(status), the
-      one the recorded server runs under.
-  returned: when started, restarted, or with O(state=status) when a server is recorded
+  description: The manager this run chose (O(manager=auto) resolved).
+  returned: when started or restarted
   type: str
   sample: systemd
 manager_reason:
@@ -433,43 +426,6 @@ manager_reason:
   sample: "manager=auto: systemd is PID 1 here (/run/systemd/system exists)"
   returned: when started or restarted
   type: str
-user:
-  description: The user the running server's main process runs as (from C(/proc)).
-  returned: with O(state=status) when running
-  type: str
-  sample: sglang
-expected_user:
-  description: The user the recorded server was started as (V(root) for a server started without O(user)).
-  returned: with O(state=status) when a server is recorded
-  type: str
-unit:
-  description: The recorded systemd unit.
-  returned: with O(state=status) under systemd
-  type: str
-unit_enabled:
-  description: Whether the unit is enabled at boot.
-  returned: with O(state=status) under systemd
-  type: bool
-restarts:
-  description: How often systemd restarted the unit (C(NRestarts)).
-  returned: with O(state=status) under systemd
-  type: int
-active_state:
-  description: systemd's C(ActiveState) of the unit (V(active), V(activating), V(failed)...).
-  returned: with O(state=status) under systemd
-  type: str
-sub_state:
-  description: systemd's C(SubState) of the unit (V(running), V(auto-restart)...).
-  returned: with O(state=status) under systemd
-  type: str
-venv:
-  description:
-    - The virtualenv the recorded server runs from (two levels above its interpreter), its owner, and up to 20
-      entries (links not followed) writable by a user other than the owner or root - group- or
-      world-writable, or owned by another user. C(complete) is false when the walk stopped early.
-  returned: with O(state=status) when the recorded virtualenv exists
-  type: dict
-  sample: {path: /opt/ml-env, owner: sglang, writable_by_others: [], complete: true}
 """
 
 import os
@@ -478,11 +434,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import (
-    SECRET_FLAGS,
     masked_argv,
     secret_values,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
     launch,
     log_offset,
@@ -492,7 +446,6 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detache
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
-    foreign_writable,
     open_directory,
     path_kind,
     read_text,
@@ -503,14 +456,11 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.process
     boot_id,
     group_members,
     process_start_time,
-    process_uid,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import environment_file
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     BadState,
-    Instance,
     SystemdFailed,
-    observe_recorded,
     observe_unit,
     systemctl,
 )
@@ -518,12 +468,9 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options
     build_argv,
     check_options,
     env_digest,
-    name_problems,
     normalized_environment,
     port_state,
-    secret_flag_problems,
     service_account,
-    text_problems,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.processes import (
     device_holders,
@@ -539,6 +486,11 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.service
     systemd_unit,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.speculative import DRAFT_ALGORITHMS
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.status import (
+    READ_OPTIONS,
+    Recorded,
+    read_problems,
+)
 
 
 def server_env(params):
@@ -702,32 +654,13 @@ def settle_logrotate(module, wanted_text):
         os.close(directory)
 
 
-def status_details(module, recorded, unit_state, running_pid):
-    """What validate checks: who the server runs as, whether its unit is enabled, how often systemd restarted
-    it, and who can write to the virtualenv it runs from."""
-    details = {"manager": recorded.get("manager", "module"),
-               "expected_user": (recorded.get("identity") or {}).get("user") or "root"}
-    if running_pid:
-        uid = process_uid(running_pid)
-        details["user"] = (user_name(uid) or str(uid)) if uid is not None else None
-    if unit_state is not None:
-        details.update(unit=recorded["unit"], unit_enabled=unit_state["enabled"], restarts=unit_state["restarts"],
-                       active_state=unit_state["active_state"], sub_state=unit_state["sub_state"])
-    venv = os.path.dirname(os.path.dirname(recorded["argv"][0]))
-    if path_kind(venv) == "directory":
-        owner, problems, complete = foreign_writable(venv)
-        details["venv"] = dict(path=venv, owner=user_name(owner) or str(owner), writable_by_others=problems, complete=complete)
-    return details
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", default="started", choices=["started", "stopped", "restarted", "status"]),
+            READ_OPTIONS,
+            state=dict(type="str", default="started", choices=["started", "stopped", "restarted"]),
             manager=dict(type="str", default="auto", choices=["auto", "module", "systemd"]),
             systemd_unit_dir=dict(type="path", default="/etc/systemd/system"),
-            name=dict(type="str", default="sglang"),
-            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
             user=dict(type="str"),
             group=dict(type="str"),
             log_group=dict(type="str"),
@@ -736,8 +669,6 @@ def main():
             model_path=dict(type="str"),
             model_is_hub_id=dict(type="bool", default=False),
             tensor_parallel_size=dict(type="int", default=1),
-            host=dict(type="str", default="127.0.0.1"),
-            port=dict(type="int", default=30000),
             trust_remote_code=dict(type="bool", default=False),
             cuda_graph_max_bs=dict(type="int"),
             disable_custom_all_reduce=dict(type="bool", default=False),
@@ -755,7 +686,6 @@ def main():
             enable_metrics=dict(type="bool", default=False),
             api_key=dict(type="str", no_log=True),
             extra_args=dict(type="list", elements="str", default=[]),
-            secret_flags=dict(type="list", elements="str", default=[], no_log=False),
             env=dict(type="dict", default={}),
             secret_env=dict(type="dict", default={}, no_log=True),
             log_path=dict(type="path"),
@@ -786,35 +716,17 @@ def main():
     # whatever the state: nothing is read, signalled or written with a value that fails.
     params["env"], env_problems = normalized_environment(params["env"], "env")
     params["secret_env"], secret_env_problems = normalized_environment(params["secret_env"], "secret_env")
-    problems = (name_problems(params) + text_problems(params) + secret_flag_problems(params["secret_flags"])
-                + env_problems + secret_env_problems)
+    problems = read_problems(params) + env_problems + secret_env_problems
     if problems:
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), changed=False)
 
-    instance = Instance(params["state_dir"], params["name"])
     try:
-        recorded, ours, unit_state = observe_recorded(module, instance)
+        server = Recorded(module)
     except (BadState, InvalidOption, SystemdFailed) as exc:
         module.fail_json(msg=str(exc), changed=False)
-    secret_flags = SECRET_FLAGS + tuple(params["secret_flags"])
-    # The flags of the recorded launch still mask its command line when this run names fewer.
-    shown_flags = secret_flags + tuple((recorded or {}).get("secret_flags", ()))
-    result = dict(changed=False, running=ours, actions=[])
-    if recorded:
-        result.update(argv=masked_argv(recorded["argv"], shown_flags), log_path=recorded["log_path"])
-        if ours:
-            result.update(pid=recorded["pid"], offset=recorded["offset"])
-        else:
-            result["stale_pid"] = recorded["pid"]
-
-    if params["state"] == "status":
-        try:
-            result["port_state"] = port_state(recorded, ours, params["host"], params["port"])
-        except InvalidOption as exc:
-            module.fail_json(msg=str(exc), **result)
-        if recorded:
-            result.update(status_details(module, recorded, unit_state, recorded["pid"] if ours else None))
-        module.exit_json(**result)
+    instance, recorded, ours, unit_state = server.instance, server.state, server.running, server.unit_state
+    secret_flags, shown_flags = server.secret_flags, server.shown_flags
+    result = dict(server.result(), actions=[])
 
     wanted = params["state"] in ("started", "restarted")
     argv = account = log_gid = unit = None

@@ -15,8 +15,7 @@ version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
-  - Internal to the C(blackwell.gpu_node.upgrade), C(blackwell.gpu_node.site) and C(blackwell.gpu_node.serve)
-    playbooks, which call it; not meant for playbooks of your own.
+  - Internal to the C(blackwell.gpu_node.upgrade) playbook, which calls it; not meant for playbooks of your own.
   - "Both live in C(<state_dir>/upgrade/), root's and C(0700), every level from C(/) root's and writable by root
     alone: C(lock.json) names the run that holds the node (its id, controller, process, user and start),
     C(switch.json) records a switch from its stop until its gate passes or its rollback ends (the run, the profiles
@@ -27,8 +26,7 @@ description:
     RV(holder) otherwise, with RV(locked) false. It returns the switch record in RV(record).
   - O(state=switching) writes the record (O(record), with the run's id) while O(owner) holds the lock;
     O(state=ended) removes it. O(state=released) releases O(owner)'s lock, and leaves the record.
-  - O(state=current) changes nothing; with O(require_free=true) it fails, naming the run, while any run holds the
-    lock or a switch record is left.
+  - M(blackwell.gpu_node.upgrade_state_info) reads both and changes nothing.
   - A lock or record that is not one this module writes is refused, naming the file and the fix, before anything
     changes.
 extends_documentation_fragment:
@@ -45,17 +43,18 @@ options:
   state:
     description: What to do with the lock and the record (see the description).
     type: str
-    choices: [locked, switching, ended, released, current]
-    default: current
+    choices: [locked, switching, ended, released]
+    required: true
   state_dir:
     description: The directory that holds C(upgrade/); created C(0750) when missing.
     type: path
     default: /var/lib/blackwell-gpu-node
   owner:
     description:
-      - This run, as the C(blackwell.gpu_node.upgrade_run) lookup gives it. Required but for O(state=current).
+      - This run, as the C(blackwell.gpu_node.upgrade_run) lookup gives it.
       - Keys C(id) (32 hex digits), C(controller), C(pid), C(pid_started), C(user), C(started).
     type: dict
+    required: true
   gone_run:
     description: For O(state=locked), the id of a run the controller proved gone, whose lock is taken over.
     type: str
@@ -64,10 +63,8 @@ options:
       - For O(state=switching), the switch, keys C(from), C(to), C(from_venv), C(to_venv) and C(stopped_at) (seconds
         since the epoch).
     type: dict
-  require_free:
-    description: For O(state=current), fail while a run holds the lock or a switch record is left.
-    type: bool
-    default: false
+seealso:
+  - module: blackwell.gpu_node.upgrade_state_info
 """
 
 EXAMPLES = r"""
@@ -101,7 +98,6 @@ message:
   type: str
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -109,18 +105,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     create_exclusively,
-    read_regular,
     remove,
-    trusted_directory,
     write_atomically,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import (
-    DIRECTORY,
-    LIMIT,
     LOCK,
     RECORD,
-    BadState,
-    decoded,
     encoded,
     left_behind,
     lock_decision,
@@ -128,96 +118,48 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade 
     record_problems,
     refusal,
 )
-
-
-def upgrade_directory(state_dir, create):
-    """A descriptor of <state_dir>/upgrade (created when create), None when it does not exist."""
-    path = os.path.join(state_dir, DIRECTORY)
-    try:
-        if create:
-            os.close(trusted_directory(state_dir, "state_dir", 0o750))
-            return trusted_directory(path, "the upgrade directory of state_dir", 0o700)
-        return trusted_directory(path, "the upgrade directory of state_dir")
-    except FileNotFoundError:
-        return None
-
-
-def read(directory, name, what, problems_of, path):
-    found = read_regular(name, LIMIT, directory)
-    if found is None:
-        return None
-    try:
-        return decoded(found["data"], what, problems_of)
-    except BadState as exc:
-        raise InvalidOption("%s: %s. No run of this collection wrote it: look at it, and remove it if no upgrade "
-                            "is under way" % (path, exc))
-
-
-class Node(object):
-    def __init__(self, module):
-        self.module = module
-        self.path = os.path.join(module.params["state_dir"], DIRECTORY)
-        self.directory = upgrade_directory(module.params["state_dir"], create=module.params["state"] in (
-            "locked", "switching") and not module.check_mode)
-
-    def close(self):
-        if self.directory is not None:
-            os.close(self.directory)
-
-    def lock(self):
-        if self.directory is None:
-            return None
-        return read(self.directory, LOCK, "lock", owner_problems, os.path.join(self.path, LOCK))
-
-    def record(self):
-        if self.directory is None:
-            return None
-        return read(self.directory, RECORD, "switch record", record_problems, os.path.join(self.path, RECORD))
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade_node import Node, lock_path
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["locked", "switching", "ended", "released", "current"], default="current"),
+            state=dict(type="str", choices=["locked", "switching", "ended", "released"], required=True),
             state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
-            owner=dict(type="dict"),
+            owner=dict(type="dict", required=True),
             gone_run=dict(type="str"),
             record=dict(type="dict"),
-            require_free=dict(type="bool", default=False),
         ),
-        required_if=[
-            ("state", "locked", ["owner"]), ("state", "switching", ["owner", "record"]),
-            ("state", "ended", ["owner"]), ("state", "released", ["owner"]),
-        ],
+        required_if=[("state", "switching", ["record"])],
         supports_check_mode=True,
     )
     params, state, now = module.params, module.params["state"], time.time()
     owner = params["owner"]
-    if owner is not None and owner_problems(owner):
+    if owner_problems(owner):
         module.fail_json(msg="%s. Nothing was changed." % "; ".join(owner_problems(owner)))
-    lock_path = os.path.join(params["state_dir"], DIRECTORY, LOCK)
+    lock_file = lock_path(params["state_dir"])
     changed = False
     node = None
     try:
-        node = Node(module)
+        node = Node(params["state_dir"], create=state in ("locked", "switching") and not module.check_mode)
         holder, record = node.lock(), node.record()
         if state == "locked":
             decision = lock_decision(holder, owner, params["gone_run"])
             if decision == "refuse":
                 module.exit_json(changed=False, locked=False, holder=holder, record=record,
-                                 message=refusal(holder, now, lock_path))
+                                 message=refusal(holder, now, lock_file))
             if decision != "keep" and not module.check_mode:
                 if decision == "take" and not create_exclusively(node.directory, LOCK, encoded(owner), 0o600):
                     holder = node.lock()
                     module.exit_json(changed=False, locked=False, holder=holder, record=record,
-                                     message=refusal(holder, now, lock_path))
+                                     message=refusal(holder, now, lock_file))
                 if decision == "replace":
                     write_atomically(node.directory, LOCK, encoded(owner), 0o600)
             changed, holder = decision != "keep", owner
         elif state == "switching":
             if holder is None or holder["id"] != owner["id"]:
                 raise InvalidOption("This run does not hold the node's upgrade lock (%s): take it with state=locked "
-                                    "first" % lock_path)
+                                    "first" % lock_file)
             wanted = dict(params["record"], run=owner["id"])
             problems = record_problems(wanted)
             if problems:
@@ -237,18 +179,16 @@ def main():
                 if not module.check_mode:
                     remove(node.directory, LOCK)
                 holder = None
-        message = left_behind(holder, record, now, lock_path)
-        if state == "current" and params["require_free"] and message:
-            module.fail_json(msg=message, holder=holder, record=record, locked=False, message=message)
+        message = left_behind(holder, record, now, lock_file)
     except InvalidOption as exc:
         module.fail_json(msg="%s. Nothing was changed." % exc)
     except OSError as exc:
         module.fail_json(msg="upgrade_state state=%s failed on %s: %s. Nothing was changed." % (
-            state, exc.filename or lock_path, exc.strerror or exc))
+            state, exc.filename or lock_file, exc.strerror or exc))
     finally:
         if node is not None:
             node.close()
-    module.exit_json(changed=changed, locked=bool(owner and holder and holder["id"] == owner["id"]), holder=holder,
+    module.exit_json(changed=changed, locked=bool(holder and holder["id"] == owner["id"]), holder=holder,
                      record=record, message=message)
 
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 MODULE = "node_snapshot"
+INFO = "node_snapshot_info"
 OTHER_VENV = "ml-env.cu128-5e6f7a8b"
 SNAPSHOT_WRITES = ()  # the snapshots go into the case's own state_dir, inside the tree: nothing outside
 
@@ -19,14 +20,21 @@ def setting(case):
     return venv, args
 
 
+def look(case, args):
+    """What the node runs, as the info module reads it (a baseline without it: node_snapshot's state=current)."""
+    if case.collection.has_module(INFO):
+        return case.module(INFO, args)
+    return case.module(MODULE, dict(args, state="current"))
+
+
 def profile_of(run):
     return (((run.result or {}).get("current") or {}).get("venv") or {}).get("profile")
 
 
 def test_control_records_the_node(hostile):
-    case = hostile(MODULE, "control: current, recorded")
+    case = hostile(MODULE, "control: info, recorded")
     _venv, args = setting(case)
-    current = case.module(MODULE, dict(args, state="current"))
+    current = look(case, args)
     case.check(current, "ok", problems=[] if profile_of(current) == "cu130" else ["profile %r" % profile_of(current)])
     recorded = case.module(MODULE, dict(args, state="recorded"))
     snapshot = case.private / "state" / "snapshots" / "pre-upgrade.json"
@@ -48,10 +56,10 @@ def test_a_hostile_marker_is_no_profile_and_costs_nothing(hostile, name):
     venv, args = setting(case)
     kind, target = MARKERS[name]
     case.replace(venv.path / "ml-stack.json", kind, target)
-    for state in ("current", "recorded"):
-        run = case.module(MODULE, dict(args, state=state))
+    for what, run in (("the info module", look(case, args)),
+                      ("state=recorded", case.module(MODULE, dict(args, state="recorded")))):
         case.check(run, "bounded", problems=[] if profile_of(run) is None else [
-            "state=%s took the profile %r from it" % (state, profile_of(run))])
+            "%s took the profile %r from it" % (what, profile_of(run))])
     case.finish()
 
 
@@ -61,7 +69,7 @@ def test_a_marker_swapped_with_a_fifo_in_a_loop_never_blocks(hostile):
     fifo = case.replace(venv.path / "swap.fifo", "fifo")
     with case.swapping(venv.path / "ml-stack.json", fifo):
         for _attempt in range(5):
-            run = case.module(MODULE, dict(args, state="current"))
+            run = look(case, args)
             case.check(run, "bounded", problems=[] if profile_of(run) in ("cu130", None) else [
                 "profile %r" % profile_of(run)])
     case.finish()
@@ -72,7 +80,7 @@ def test_a_stable_link_repointed_out_of_its_directory_is_entered_nowhere(hostile
     case = hostile(MODULE, "stable link -> %s" % target)
     venv, args = setting(case)
     case.replace(venv.stable, "link", target)
-    current = case.module(MODULE, dict(args, state="current"))
+    current = look(case, args)
     case.check(current, "bounded", problems=[] if profile_of(current) is None else ["profile %r" % profile_of(current)])
     recorded = case.module(MODULE, dict(args, state="recorded"))
     case.check(recorded, "refused", needle="venv.target")

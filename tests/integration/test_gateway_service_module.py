@@ -39,9 +39,8 @@ def gateway(tmp_path_factory):
                 kill_tree(pid)
 
 
-def service(gateway, check_mode=False, **changes):
-    result = run_module("gateway_service", check_mode=check_mode, run_timeout=120,
-                        **dict(gateway["options"], **changes))
+def service(gateway, check_mode=False, module_name="gateway_service", **changes):
+    result = run_module(module_name, check_mode=check_mode, run_timeout=120, **dict(gateway["options"], **changes))
     if result.get("pid"):
         gateway["pids"].append(result["pid"])
     return result
@@ -70,8 +69,10 @@ def test_a_second_run_finds_the_retitled_gateway_and_changes_nothing(gateway):
     result = service(gateway)
     assert result["changed"] is False and result["actions"] == [], result
     assert result["pid"] == gateway["started"] and result["running"] is True
-    status = service(gateway, state="status")
-    assert status["running"] is True and status["manager"] == "module" and status["pid"] == gateway["started"]
+    for check_mode in (True, False):
+        status = service(gateway, check_mode=check_mode, module_name="gateway_service_info")
+        assert (status["changed"], status["running"], status["manager"]) == (False, True, "module"), status
+        assert status["pid"] == gateway["started"] and status["argv"] == result["argv"], status
 
 
 def test_a_changed_setting_restarts_it_and_a_restart_is_asked_for(gateway):
@@ -86,10 +87,12 @@ def test_a_changed_setting_restarts_it_and_a_restart_is_asked_for(gateway):
 
 
 def test_bad_settings_are_refused_naming_the_variable_whatever_the_state(gateway):
-    for state in ("status", "stopped"):
-        result = service(gateway, state=state, admin_key="a:b")
+    for module_name, state in (("gateway_service_info", {}), ("gateway_service", {"state": "stopped"})):
+        result = service(gateway, module_name=module_name, admin_key="a:b", **state)
         assert result.get("failed") is True and "gateway_admin_key" in result["msg"], result
         assert "Nothing was changed" in result["msg"]
+    refused = service(gateway, state="status")
+    assert refused.get("failed") and "value of state must be one of" in refused["msg"], refused
     assert alive(gateway["started"])
 
 

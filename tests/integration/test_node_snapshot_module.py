@@ -50,12 +50,15 @@ class Tree(object):
     def run(self, *argv):
         subprocess.run(self.prefix() + list(argv), check=True, capture_output=True, timeout=BOUND_S)
 
-    def module(self, check_mode=False, full=None, **args):
+    def module(self, check_mode=False, full=None, module_name="node_snapshot", **args):
         args.setdefault("venv_path", self.venv_path)
         args.setdefault("state_dir", self.state_dir)
         args.setdefault("server_state_dir", str(self.root / "server"))
-        return run_module("node_snapshot", check_mode=check_mode, run_timeout=BOUND_S, prefix=self.prefix(full),
-                          **args)
+        return run_module(module_name, check_mode=check_mode, run_timeout=BOUND_S, prefix=self.prefix(full), **args)
+
+    def info(self, check_mode=False, **args):
+        """node_snapshot_info's result: what the node runs and the recorded snapshot."""
+        return self.module(check_mode=check_mode, module_name="node_snapshot_info", **args)
 
     def alternative(self):
         shown = subprocess.run(self.prefix() + ["update-alternatives", "--query", "cuda"], capture_output=True,
@@ -151,6 +154,19 @@ def test_a_restore_puts_back_the_stack_recorded_before_the_upgrade(tree):
     assert not (tree.snapshots / ".restore-in-progress").exists()
 
 
+def test_the_info_module_shows_what_a_recording_writes_and_the_recorded_snapshot_and_changes_nothing(tree):
+    before = tree.info()
+    assert (before["changed"], before["snapshot"]) == (False, None), before
+    assert before["path"] == str(tree.snapshots / "pre-upgrade.json") and not tree.snapshots.exists()
+    recorded = tree.module(state="recorded")
+    tree.upgrade()
+    for check_mode in (True, False):
+        shown = tree.info(check_mode=check_mode)
+        assert (shown["changed"], shown["snapshot"]) == (False, recorded["snapshot"]), shown
+        assert shown["current"]["venv"] == {"path": tree.venv_path, "target": NEW, "profile": "cu130"}, shown
+    assert tree.module()["failed"] is True  # node_snapshot itself only records or restores
+
+
 @pytest.mark.parametrize("hostile", ["fifo", "dev-zero"])
 def test_a_fifo_or_a_link_to_dev_zero_as_the_marker_is_no_profile_and_no_hang(tree, hostile):
     marker = tree.path("home/sglang") / OLD / "ml-stack.json"
@@ -160,13 +176,13 @@ def test_a_fifo_or_a_link_to_dev_zero_as_the_marker_is_no_profile_and_no_hang(tr
     else:
         os.symlink("/dev/zero", marker)
     os.lchown(marker, NOBODY, NOBODY)
-    current = tree.module(state="current")  # run_module kills the whole tree after BOUND_S
+    current = tree.info()  # run_module kills the whole tree after BOUND_S
     assert current["current"]["venv"] == {"path": tree.venv_path, "target": OLD, "profile": None}
 
 
 def test_a_venv_link_that_leaves_its_directory_is_entered_nowhere(tree):
     replace_link(tree.venv_path, "/root")
-    current = tree.module(state="current")
+    current = tree.info()
     assert current["current"]["venv"] == {"path": tree.venv_path, "target": "/root", "profile": None}
     refused = tree.module(state="recorded")
     assert refused["failed"] is True
@@ -362,7 +378,7 @@ def test_a_spoiled_file_gives_way_to_the_snapshot_it_replaced_when_that_names_fa
     assert tree.module(state="recorded")["changed"] is True
     tree.upgrade()
     spoil_in_place(tree.snapshots / "pre-upgrade.json")
-    shown = tree.module(state="current")
+    shown = tree.info()
     assert shown["snapshot"] is None and "was changed after it was recorded" in " ".join(shown["warnings"]), shown
     checked = tree.module(state="restored", check_mode=True)
     assert checked["changed"] is True and checked["source"] == "previous", checked

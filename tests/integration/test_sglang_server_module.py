@@ -161,11 +161,11 @@ def test_port_held_by_someone_else_is_refused(server):
         server["port"])
 
 
-def test_status_tells_whose_port_it_is(server):
+def test_the_info_module_tells_whose_port_it_is(server):
     import socket
 
     def port_state():
-        return run_module("sglang_server", state="status", state_dir=server["state_dir"],
+        return run_module("sglang_server_info", state_dir=server["state_dir"],
                           port=server["port"])["port_state"]
 
     assert port_state() == "free"
@@ -185,8 +185,11 @@ def test_check_mode_predicts_and_does_nothing(server):
     assert predicted["changed"] is True and predicted["running"] is False
     assert predicted["diff"]["after"]["running"] is True
     assert not os.path.exists(server["log_path"])
-    status = run_module("sglang_server", state="status", state_dir=server["state_dir"])
-    assert status["running"] is False and status["changed"] is False
+    for check_mode in (True, False):
+        status = run_module("sglang_server_info", check_mode=check_mode, state_dir=server["state_dir"])
+        assert status["running"] is False and status["changed"] is False and "argv" not in status, status
+    refused = run_module("sglang_server", state="status", state_dir=server["state_dir"])
+    assert refused.get("failed") and "value of state must be one of" in refused["msg"], refused
 
 
 def test_secrets_never_reach_the_output(server):
@@ -431,7 +434,7 @@ def test_a_root_server_of_the_previous_version_is_migrated_to_the_service_user(a
     assert ready["ready"] is True, ready.get("msg")
     again = run_module("sglang_server", **as_nobody)
     assert again["changed"] is False and again["pid"] == migrated["pid"]
-    status = run_module("sglang_server", state="status", state_dir=as_nobody["state_dir"], port=as_nobody["port"])
+    status = run_module("sglang_server_info", state_dir=as_nobody["state_dir"], port=as_nobody["port"])
     assert status["user"] == "nobody" and status["expected_user"] == "nobody" and status["manager"] == "module"
     assert status["venv"]["path"] == "/usr" and status["venv"]["owner"] == "root"
 

@@ -46,7 +46,7 @@ def test_the_record_is_written_under_the_lock_kept_by_a_release_and_removed_when
     assert written["changed"] and written["record"] == dict(SWITCH, run=RUN_A), written
     released = run_module("upgrade_state", state="released", state_dir=directory, owner=OWNER_A)
     assert (released["changed"], released["holder"], released["record"]) == (True, None, dict(SWITCH, run=RUN_A))
-    busy = run_module("upgrade_state", state="current", state_dir=directory, require_free=True)
+    busy = run_module("upgrade_state_info", state_dir=directory, require_free=True)
     assert busy.get("failed") and busy["msg"].startswith("A switch from cu128 to cu130 that began"), busy
     retaken = run_module("upgrade_state", state="locked", state_dir=directory, owner=OWNER_B)
     assert retaken["locked"] and retaken["record"] == dict(SWITCH, run=RUN_A)
@@ -54,7 +54,7 @@ def test_the_record_is_written_under_the_lock_kept_by_a_release_and_removed_when
     assert (ended["changed"], ended["locked"], ended["record"]) == (True, True, None)
     assert run_module("upgrade_state", state="released", state_dir=directory, owner=OWNER_B)["holder"] is None
     assert os.listdir(str(tmp_path / "state" / "upgrade")) == []
-    free = run_module("upgrade_state", state="current", state_dir=directory, require_free=True)
+    free = run_module("upgrade_state_info", state_dir=directory, require_free=True)
     assert not free.get("failed") and free["message"] == "", free
 
 
@@ -81,3 +81,26 @@ def test_a_state_directory_another_user_can_write_is_refused(tmp_path):
     refused = run_module("upgrade_state", state="locked", state_dir=directory, owner=OWNER_A)
     assert refused.get("failed") and "state_dir=" in refused["msg"] and "chmod go-w" in refused["msg"], refused
     assert os.listdir(directory) == []
+
+
+def test_the_info_module_reads_the_lock_and_the_record_and_changes_nothing(tmp_path):
+    directory = state_dir(tmp_path)
+    nothing = run_module("upgrade_state_info", state_dir=directory)
+    assert (nothing["changed"], nothing["holder"], nothing["record"], nothing["message"]) == (False, None, None, "")
+    assert not (tmp_path / "state").exists()
+    run_module("upgrade_state", state="locked", state_dir=directory, owner=OWNER_A)
+    for check_mode in (True, False):
+        held = run_module("upgrade_state_info", check_mode=check_mode, state_dir=directory)
+        assert not held.get("failed") and not held["changed"] and held["holder"] == OWNER_A, held
+        assert held["message"].startswith("An upgrade holds this node: run aaaaaaaa"), held
+    refused = run_module("upgrade_state_info", state_dir=directory, require_free=True)
+    assert refused.get("failed") and refused["msg"] == refused["message"] and refused["holder"] == OWNER_A, refused
+    (tmp_path / "state" / "upgrade" / "lock.json").write_text('{"id": "me"}\n')
+    forged = run_module("upgrade_state_info", state_dir=directory)
+    assert forged.get("failed") and "lock.json: the lock is not one the upgrade writes" in forged["msg"], forged
+
+
+def test_the_module_that_changes_the_lock_has_no_state_that_only_reads(tmp_path):
+    for state in ({}, {"state": "current"}):
+        refused = run_module("upgrade_state", state_dir=state_dir(tmp_path), owner=OWNER_A, **state)
+        assert refused.get("failed") and "state" in refused["msg"], refused

@@ -13,9 +13,12 @@ PLUGINS = ROOT / "plugins"
 PRIVATE = "# Private to the blackwell.gpu_node collection: not a public API, it may change in any release."
 PREFIX = "ansible_collections.blackwell.gpu_node.plugins.module_utils."
 # The preflight core runs every role's refusals before anything changes, so it asks those roles' cores for their
-# decisions (never for helpers: those live in _common).
+# decisions (never for helpers: those live in _common). A snapshot keeps the server's recorded command line, which
+# the server's own state files hold; the gateway runs the way the server does, through the server's systemctl calls.
 CROSS_DOMAIN = {
+    "_gateway/host.py": {"_sglang.instance"},
     "_node/preflight.py": {"_cuda.driver", "_cuda.fabric", "_stack.ml_stack"},
+    "_stack/snapshot_node.py": {"_sglang.instance"},
 }
 # Defined in _common only: a second copy is how each new module got the trust boundary slightly wrong.
 COMMON_ONLY = ("user_name", "group_name", "account", "read_text", "read_regular", "file_state", "sha1_regular",
