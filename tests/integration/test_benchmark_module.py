@@ -1,4 +1,4 @@
-"""The benchmark module through Ansible against the stand-in streaming at a configured token rate.
+"""The benchmark module against the stand-in streaming at a configured token rate.
 
 The stand-in's numbers are its settings: these tests check the plumbing (streaming, counting, timing), not SGLang."""
 import json

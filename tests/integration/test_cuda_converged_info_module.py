@@ -1,4 +1,4 @@
-"""The cuda role's check through Ansible on this machine, which has no CUDA: it gathers the facts the role reads,
+"""The cuda role's check on this machine, which has no CUDA: it gathers the facts the role reads,
 changes nothing, and says why the role must run instead of failing on what it cannot observe."""
 from conftest import run_module
 

@@ -1,4 +1,4 @@
-"""cuda_linker_entries, run through Ansible on a directory of linker configuration files."""
+"""cuda_linker_entries on a directory of linker configuration files."""
 import os
 
 from conftest import run_module

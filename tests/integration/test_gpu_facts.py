@@ -1,4 +1,4 @@
-"""gpu_facts, run through Ansible: on this host (no nvidia-smi) and with a stand-in replaying a real H200 host."""
+"""gpu_facts: on this host (no nvidia-smi) and with a stand-in replaying a real H200 host."""
 import os
 
 import pytest

@@ -1,4 +1,4 @@
-"""nccl_smoke_info through Ansible, from a real virtualenv of nobody's whose torch is the torch.distributed stand-in
+"""nccl_smoke_info, from a real virtualenv of nobody's whose torch is the torch.distributed stand-in
 (tests/fixtures/torch_distributed_standin) and whose site-packages sets an NCCL variable at start-up, as the
 runtime_env hook does. It proves the launch (one rank per GPU, as the owner, in an empty environment but for the
 rank's variables, one deadline), the environment the ranks see, the parsing and the verdict; not NCCL."""

@@ -1,4 +1,4 @@
-"""node_snapshot, run through Ansible as root, in a private mount namespace whose /etc/ld.so.conf.d,
+"""node_snapshot, run as root, in a private mount namespace whose /etc/ld.so.conf.d,
 /etc/profile.d, alternatives and /usr/local are a temporary tree (private_tree.py): the virtualenv is another
 user's, the snapshots root's, and the host's own files are never touched."""
 import json

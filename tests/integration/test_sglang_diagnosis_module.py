@@ -1,4 +1,4 @@
-"""sglang_diagnosis, run through Ansible after real launches of the sglang stand-in by sglang_server."""
+"""sglang_diagnosis after real launches of the sglang stand-in by sglang_server."""
 import json
 import sys
 from pathlib import Path

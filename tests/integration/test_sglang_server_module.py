@@ -1,4 +1,4 @@
-"""sglang_server, run through Ansible, launching the sglang stand-in for real."""
+"""sglang_server, launching the sglang stand-in for real."""
 import hashlib
 import json
 import os

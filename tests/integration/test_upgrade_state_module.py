@@ -1,4 +1,4 @@
-"""upgrade_state through Ansible, as root: the node lock one run holds at a time, taken over only from a run proved
+"""upgrade_state, as root: the node lock one run holds at a time, taken over only from a run proved
 gone, and the record of a switch kept until the switch ends."""
 import json
 import os

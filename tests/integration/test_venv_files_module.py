@@ -1,4 +1,4 @@
-"""venv_files through Ansible, as root, on a virtualenv of an unprivileged user's: root's and the owner's files
+"""venv_files, as root, on a virtualenv of an unprivileged user's: root's and the owner's files
 written through the directory's descriptor, never through a link the owner planted."""
 import os
 

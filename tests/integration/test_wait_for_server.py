@@ -1,4 +1,4 @@
-"""wait_for_server, run through Ansible against the sglang stand-in writing its log over time."""
+"""wait_for_server, run against the sglang stand-in writing its log over time."""
 import json
 import os
 import signal
