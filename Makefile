@@ -192,6 +192,11 @@ FIXTURES = $(DEMO_FIXTURES); \
 	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/base_image/build.sh debian12-systemd); \
 	BLACKWELL_GATEWAY_WHEELS=$$(tests/fixtures/gateway_wheels/build.sh); \
 	export BLACKWELL_IMAGE_CPYTHON BLACKWELL_IMAGE_SYSTEMD BLACKWELL_GATEWAY_WHEELS
+# The scenarios' nodes keep the byte code of the code Ansible ships with each module between module runs
+# (tests/fixtures/node_image): thousands of tasks share two cores. The demo, the EE and the benchmarks keep the
+# plain images, as a managed host has them.
+SCENARIO_IMAGES = BLACKWELL_IMAGE_DEBIAN12=$$(tests/fixtures/node_image/build.sh "$$BLACKWELL_IMAGE_DEBIAN12"); \
+	BLACKWELL_IMAGE_SYSTEMD=$$(tests/fixtures/node_image/build.sh "$$BLACKWELL_IMAGE_SYSTEMD")
 
 
 # A command in the Debian 13 image: on the host's network, with the checkout at its own path, and pip trusting the
@@ -217,7 +222,7 @@ $(addsuffix /.installed,$(CONTAINER_CORE_VENVS)): $(CURDIR)/.build/core-%/.insta
 # exists, each one's output in .build/molecule/NAME.log, all printed at the end with a line per job
 # (tests/run_scenarios.py).
 molecule: toolchain engine $(if $(SCENARIO),,$(addsuffix /.installed,$(CORE_VENVS)))
-	$(FIXTURES); $(if $(SCENARIO),molecule test -s $(SCENARIO),python tests/run_scenarios.py $(if $(WIDEN_WHEN),--widen-when $(WIDEN_WHEN)) $(foreach core,$(CORES),\
+	$(FIXTURES); $(SCENARIO_IMAGES); $(if $(SCENARIO),molecule test -s $(SCENARIO),python tests/run_scenarios.py $(if $(WIDEN_WHEN),--widen-when $(WIDEN_WHEN)) $(foreach core,$(CORES),\
 	  --core $(core)=$(CURDIR)/.build/core-$(core)$(if $(filter $(core),$(CONTAINER_CORES)),@$$(tests/fixtures/base_image/build.sh debian13))))
 
 # The ml_stack role installing the real cu128 stack from PyPI (several GB of wheels); not part of `make test`.

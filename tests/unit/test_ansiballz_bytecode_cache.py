@@ -1,0 +1,89 @@
+"""The scenarios' node images keep the byte code of Ansible's payloads between module runs
+(tests/fixtures/node_image/ansiballz_bytecode_cache.py): what runs is always what the zip holds."""
+import importlib.util
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+HOOK = Path(__file__).resolve().parents[1] / "fixtures" / "node_image" / "ansiballz_bytecode_cache.py"
+spec = importlib.util.spec_from_file_location("ansiballz_bytecode_cache", HOOK)
+cache = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cache)
+
+
+def payload(tmp_path, name, answer):
+    """A zip laid out as AnsiballZ lays it out, holding package pkg with module NAME whose ANSWER is answer."""
+    run = tempfile.mkdtemp(prefix="ansible_command_payload_", dir=str(tmp_path))
+    path = Path(run) / "ansible_command_payload.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("pkg/__init__.py", "")
+        archive.writestr("pkg/%s.py" % name, "ANSWER = %r\n" % answer)
+    return path
+
+
+def load(path, name):
+    """pkg.NAME imported through the hook from the zip at path, as a fresh interpreter would."""
+    for module in [m for m in sys.modules if m == "pkg" or m.startswith("pkg.")]:
+        del sys.modules[module]
+    sys.path_importer_cache.clear()
+    hooks, syspath = list(sys.path_hooks), list(sys.path)
+    try:
+        cache.install()
+        sys.path.insert(0, str(path))
+        return importlib.import_module("pkg." + name)
+    finally:
+        sys.path_hooks[:], sys.path[:] = hooks, syspath
+        sys.path_importer_cache.clear()
+        for module in [m for m in sys.modules if m == "pkg" or m.startswith("pkg.")]:
+            del sys.modules[module]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    directory = tmp_path / "cache"
+    monkeypatch.setattr(cache.CachingZipImporter, "cache_dir", str(directory))
+    return directory
+
+
+def test_a_second_run_of_the_same_source_compiles_nothing(tmp_path, cache_dir, monkeypatch):
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+    assert len(os.listdir(cache_dir)) == 2  # the package and its module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(cache, "compile", refuse, raising=False)
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+
+
+def test_a_changed_source_is_compiled_and_runs_as_the_zip_holds_it(tmp_path, cache_dir):
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+    assert load(payload(tmp_path, "basic", 2), "basic").ANSWER == 2
+    assert len(os.listdir(cache_dir)) == 3
+
+
+def test_a_spoiled_cache_entry_is_compiled_again(tmp_path, cache_dir):
+    load(payload(tmp_path, "basic", 1), "basic")
+    for entry in cache_dir.iterdir():
+        entry.write_bytes(b"not marshal data")
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+
+
+def test_a_cache_that_cannot_be_written_still_imports(tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setattr(cache.CachingZipImporter, "cache_dir", str(blocked / "cache"))
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+
+
+def test_only_ansiballz_payloads_are_concerned(tmp_path):
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("pkg/__init__.py", "")
+    with pytest.raises(ImportError, match="not an AnsiballZ payload"):
+        cache.payload_importer(str(other))
+    assert isinstance(cache.payload_importer(str(payload(tmp_path, "basic", 1)) + "/pkg"), cache.CachingZipImporter)
