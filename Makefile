@@ -36,6 +36,10 @@ export PY_COLORS ?= 0
 # Every Ansible run imports the collection's plugins: with bytecode written once, no run compiles them again (an
 # environment that forbids bytecode, as CI's does, would make each of the thousand-odd runs of `make test` do it).
 unexport PYTHONDONTWRITEBYTECODE
+# The virtualenvs made here are installed without compiling: the `ansible` package alone is tens of thousands of
+# files, of which a run imports a few hundred, compiled once when first imported. Compiling all of it took half of
+# the toolchain's install, which nothing else overlaps. Debian 13's (core 2.21) is compiled: sanity runs it from a
+# read-only mount, where nothing imported could be written back.
 
 .PHONY: help test core-venvs toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
 	bench-site bench-upgrade bench-installer bench-diagnoses ml-stack-real device-evidence mutation
@@ -90,7 +94,7 @@ core-venvs: $(addsuffix /.installed,$(CORE_VENVS))
 $(BIN)/.toolchain: requirements/tools.txt
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || tests/fixtures/require-debian-package.sh python3-venv
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --disable-pip-version-check -q -r requirements/tools.txt
+	$(BIN)/pip install --no-compile --disable-pip-version-check -q -r requirements/tools.txt
 	touch $@
 
 $(COLLECTION):
@@ -208,7 +212,7 @@ IN_DEBIAN13 = docker run --rm --network host -v $(PIP_CA):/etc/ssl/certs/host-ca
 
 $(CURDIR)/.build/core-%/.installed: requirements/core-%.txt
 	rm -rf $(@D) && $(PYTHON) -m venv $(@D)
-	$(@D)/bin/pip install --disable-pip-version-check -q -r $<
+	$(@D)/bin/pip install --no-compile --disable-pip-version-check -q -r $<
 	touch $@
 
 $(addsuffix /.installed,$(CONTAINER_CORE_VENVS)): $(CURDIR)/.build/core-%/.installed: requirements/core-%.txt
