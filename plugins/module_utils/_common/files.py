@@ -351,6 +351,20 @@ def trusted_directory(path, option, create_mode=None):
     return current
 
 
+def trusted_state_subdirectory(state_dir, name, what, create=False):
+    """A descriptor of <state_dir>/<name>, where root keeps what is named by what ("the snapshots of state_dir"), every
+    level from / root's and writable by root alone: created so (state_dir 0750, name 0700) when create; None when
+    it does not exist. InvalidOption naming the level that another user could change."""
+    path = os.path.join(state_dir, name)
+    try:
+        if create:
+            os.close(trusted_directory(state_dir, "state_dir", 0o750))
+            return trusted_directory(path, what, 0o700)
+        return trusted_directory(path, what)
+    except FileNotFoundError:
+        return None
+
+
 def _temporary_name(name):
     return ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(8)).decode("ascii"))
 

@@ -19,7 +19,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
     open_resolved,
     path_kind,
     read_regular,
-    trusted_directory,
+    trusted_state_subdirectory,
     walk,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import BadState, Instance
@@ -180,16 +180,8 @@ def observe(module):
 
 
 def snapshot_directory(state_dir, create=False):
-    """A descriptor of <state_dir>/snapshots, every level from / root's and writable by root alone (created so
-    when create); None when it does not exist. InvalidOption naming the level that another user could change."""
-    path = os.path.join(state_dir, "snapshots")
-    try:
-        if create:
-            os.close(trusted_directory(state_dir, "state_dir", 0o750))
-            return trusted_directory(path, "the snapshots of state_dir", 0o700)
-        return trusted_directory(path, "the snapshots of state_dir")
-    except FileNotFoundError:
-        return None
+    """A descriptor of <state_dir>/snapshots (trusted_state_subdirectory); None when it does not exist."""
+    return trusted_state_subdirectory(state_dir, "snapshots", "the snapshots of state_dir", create)
 
 
 def read_snapshot(directory, path):

@@ -12,7 +12,10 @@ __metaclass__ = type  # pragma: no mutate
 import os
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular, trusted_directory
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    read_regular,
+    trusted_state_subdirectory,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import (
     DIRECTORY,
     LIMIT,
@@ -27,15 +30,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade 
 
 
 def upgrade_directory(state_dir, create):
-    """A descriptor of <state_dir>/upgrade (created when create), None when it does not exist."""
-    path = os.path.join(state_dir, DIRECTORY)
-    try:
-        if create:
-            os.close(trusted_directory(state_dir, "state_dir", 0o750))
-            return trusted_directory(path, "the upgrade directory of state_dir", 0o700)
-        return trusted_directory(path, "the upgrade directory of state_dir")
-    except FileNotFoundError:
-        return None
+    """A descriptor of <state_dir>/upgrade (trusted_state_subdirectory); None when it does not exist."""
+    return trusted_state_subdirectory(state_dir, DIRECTORY, "the upgrade directory of state_dir", create)
 
 
 def read(directory, name, what, problems_of, path):

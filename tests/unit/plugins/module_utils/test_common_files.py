@@ -98,6 +98,20 @@ def test_a_directory_is_trusted_only_when_root_alone_can_change_every_level(tmp_
         files.trusted_directory(str(tmp_path / "absent"), "state_dir")
 
 
+def test_a_state_subdirectory_is_root_s_alone_created_0700_under_a_0750_state_dir_or_none(tmp_path):
+    state_dir = tmp_path / "state"
+    assert files.trusted_state_subdirectory(str(state_dir), "snapshots", "the snapshots of state_dir") is None
+    os.close(files.trusted_state_subdirectory(str(state_dir), "snapshots", "the snapshots of state_dir", True))
+    modes = [(os.lstat(str(path)).st_uid, stat.S_IMODE(os.lstat(str(path)).st_mode))
+             for path in (state_dir, state_dir / "snapshots")]
+    assert modes == [(0, 0o750), (0, 0o700)]
+    os.close(files.trusted_state_subdirectory(str(state_dir), "snapshots", "the snapshots of state_dir"))
+    os.chmod(str(state_dir / "snapshots"), 0o770)
+    with pytest.raises(InvalidOption, match=r"^the snapshots of state_dir=%s/snapshots: .* its group or others can "
+                                            r"write it" % state_dir):
+        files.trusted_state_subdirectory(str(state_dir), "snapshots", "the snapshots of state_dir")
+
+
 def test_a_write_replaces_a_planted_link_and_leaves_nothing_when_it_fails(tmp_path, monkeypatch):
     target = tmp_path / "target"
     target.write_text("kept")
