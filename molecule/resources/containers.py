@@ -89,8 +89,8 @@ def create(platforms, runner=None):
                 else run_argv(platform))
         result = docker(argv, runner)
         if result.returncode != 0:
-            raise PlatformError("platform %s: %s failed: %s" % (platform["name"], " ".join(argv[:2]),
-                                                                 result.stderr.strip()))
+            command = " ".join(argv[:2])
+            raise PlatformError("platform %s: %s failed: %s" % (platform["name"], command, result.stderr.strip()))
         started.append(platform["name"])
     return started
 
