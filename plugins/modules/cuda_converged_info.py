@@ -22,9 +22,11 @@ description:
     registration and linker tasks would all change nothing.
   - Reads the toolkit's and C(gpg)'s packages with C(dpkg-query), the repository's versions with
     C(apt-cache madison), the keyring with C(gpg), the keys apt trusts with C(apt-key) (only when
-    O(revoked_key_ids) is not empty), the C(cuda) alternative, the repository's list, the keyring and the
-    files of O(registration_files) without following links, C(/etc/ld.so.conf.d), and what the linker resolves for CUDA's
-    runtime and NVRTC (by running O(linked_script) with the module's interpreter).
+    O(revoked_key_ids) is not empty), the C(cuda) alternative, the link C(/usr/local/cuda) (which must point at
+    C(/etc/alternatives/cuda) where there is a C(cuda) alternative, at O(cuda_home) where there is none), the
+    repository's list, the keyring and the files of O(registration_files) without following links,
+    C(/etc/ld.so.conf.d), and what the linker resolves for CUDA's runtime and NVRTC (by running O(linked_script)
+    with the module's interpreter).
   - RV(converged) is true only when everything is as the role leaves it. Anything else, or anything it cannot
     observe, is a reason in RV(reasons), and the role then runs all its tasks, whose checks name the problem.
   - The driver's and Fabric Manager's tasks are not covered; the role runs them whatever this module returns.

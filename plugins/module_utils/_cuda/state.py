@@ -41,6 +41,10 @@ INSTALLED_BY_DPKG = re.compile(r"[a-z]+ ok installed")
 DIGITS = re.compile(r"[0-9]+")
 # apt-key lists 16-hex-digit key ids; a short id of 8 matches their end, as ansible.builtin.apt_key compares them.
 HEX_ID = re.compile(r"(0[xX])?([0-9A-Fa-f]+)")
+# The link the role keeps; where a cuda alternative manages it (NVIDIA's packages register one), it points at the
+# alternative's own link, which update-alternatives points at the chosen installation. register.yml names both too.
+USR_LOCAL_CUDA = "/usr/local/cuda"
+ALTERNATIVE_LINK = "/etc/alternatives/cuda"
 
 
 def platform_settings(settings, facts):
@@ -118,7 +122,7 @@ def observe_host(settings, run, python):
         observed["apt_key_ids"] = _apt_key_ids(out) if rc == 0 else None
     rc, out, _err = run(["update-alternatives", "--query", "cuda"])
     observed["alternative"] = out.splitlines() if rc == 0 else None
-    observed["usr_local_cuda"] = os.readlink("/usr/local/cuda") if os.path.islink("/usr/local/cuda") else None
+    observed["usr_local_cuda"] = os.readlink(USR_LOCAL_CUDA) if os.path.islink(USR_LOCAL_CUDA) else None
     try:
         files, undecodable = read_conf_files(settings["linker_conf_dir"])
     except OSError:
@@ -242,16 +246,22 @@ def _toolkit_reasons(settings, observed):
 
 
 def _registration_reasons(settings, observed):
-    """register.yml and verify.yml: /usr/local/cuda on cuda_home, the linker's and shells' files, no stale entry,
-    and the linker resolving CUDA's runtime and NVRTC of the stack's version into cuda_home."""
+    """register.yml and verify.yml: /usr/local/cuda on cuda_home (through the cuda alternative where there is one),
+    the linker's and shells' files, no stale entry, and the linker resolving CUDA's runtime and NVRTC of the stack's
+    version into cuda_home."""
     home = settings["cuda_home"]
     reasons = []
+    # The alternative's Value is read from its own link: /usr/local/cuda may point elsewhere all the same.
+    wanted_link = home
     if observed["alternative"] is not None:
+        wanted_link = ALTERNATIVE_LINK
         for line in ("Alternative: " + home, "Value: " + home):
             if line not in observed["alternative"]:
                 reasons.append("the cuda alternative lacks '%s'" % line)
-    elif observed["usr_local_cuda"] != home:
-        reasons.append("/usr/local/cuda is not a link to %s" % home)
+    if observed["usr_local_cuda"] is None:
+        reasons.append("%s is not a link (to %s)" % (USR_LOCAL_CUDA, wanted_link))
+    elif observed["usr_local_cuda"] != wanted_link:
+        reasons.append("%s links to %s, not to %s" % (USR_LOCAL_CUDA, observed["usr_local_cuda"], wanted_link))
     reasons.extend(_file_reasons(settings["registration_files"], observed["files"]))
     if observed["stale_linker_entries"] is None:
         reasons.append("%s could not be read" % settings["linker_conf_dir"])

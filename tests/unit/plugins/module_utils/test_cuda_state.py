@@ -78,7 +78,7 @@ def base_observed():
         apt_key_ids=["648ACFD622F3D138", "0E98404D386FA1D9"],
         alternative=["Name: cuda", "Link: /usr/local/cuda", "Value: " + HOME, "", "Alternative: " + HOME,
                      "Priority: 130"],
-        usr_local_cuda=None,
+        usr_local_cuda="/etc/alternatives/cuda",
         stale_linker_entries=[],
         undecodable_linker_files=[],
         linked={"cache": {"libcudart.so.13": [HOME + "/targets/x86_64-linux/lib/libcudart.so.13.0.96"],
@@ -216,7 +216,17 @@ HOST_CHANGES = [
     (lambda observed: observed.update(apt_key_ids=None), "apt-key could not list"),
     (lambda observed: observed["alternative"].remove("Value: " + HOME), "lacks 'Value: %s'" % HOME),
     (lambda observed: observed["alternative"].remove("Alternative: " + HOME), "lacks 'Alternative: %s'" % HOME),
-    (lambda observed: observed.update(alternative=None), "/usr/local/cuda is not a link to " + HOME),
+    (lambda observed: observed.update(alternative=None),
+     "/usr/local/cuda links to /etc/alternatives/cuda, not to " + HOME),
+    (lambda observed: observed.update(alternative=None, usr_local_cuda=None), "/usr/local/cuda is not a link (to %s)"
+     % HOME),
+    # The alternative's Value is its own link's: /usr/local/cuda pointed elsewhere by hand leaves it as it was.
+    (lambda observed: observed.update(usr_local_cuda="/usr/local/cuda-12.8"),
+     "/usr/local/cuda links to /usr/local/cuda-12.8, not to /etc/alternatives/cuda"),
+    (lambda observed: observed.update(usr_local_cuda=HOME), "/usr/local/cuda links to %s, not to "
+     "/etc/alternatives/cuda" % HOME),
+    (lambda observed: observed.update(usr_local_cuda=None),
+     "/usr/local/cuda is not a link (to /etc/alternatives/cuda)"),
     (set_file(LINKER_CONF, data=b"/opt/other/lib64\n"), LINKER_CONF + " differs"),
     (set_file(PROFILE, mode="0755"), PROFILE + " is owned by uid 0 with mode 0755"),
     (lambda observed: observed["files"].update({PROFILE: None}), PROFILE + " is missing"),
@@ -242,6 +252,12 @@ HOST_CHANGES = [
 def test_each_difference_on_the_host_makes_the_role_act_naming_it(change, said):
     reasons = reasons_for(observed=changed_observation(change))
     assert reasons and any(said in reason for reason in reasons), reasons
+
+
+def test_without_an_alternative_usr_local_cuda_links_to_cuda_home():
+    observed = base_observed()
+    observed.update(alternative=None, usr_local_cuda=HOME)
+    assert reasons_for(observed=observed) == []
 
 
 def test_without_a_cuda_to_adopt_the_toolkit_package_must_be_installed():
