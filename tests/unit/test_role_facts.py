@@ -66,9 +66,13 @@ def test_cuda_result_of_an_installed_toolkit_names_its_package_and_version():
 ML_STACK = dict(
     __ml_stack_plan={"venv_path": "/opt/ml-env", "venv_dir": "/opt/ml-env.cu130-1", "profile": "cu130",
                      "versions": {"torch": "2.9.1+cu130"}, "files": {"marker": "/opt/ml-env.cu130-1/.complete",
-                                                                     "pip_check": "/opt/ml-env.cu130-1/.pip-check"},
+                                                                     "pip_check": "/opt/ml-env.cu130-1/.pip-check",
+                                                                     "constraints": "/opt/ml-env.cu130-1/pins.txt",
+                                                                     "pip_conf": "/opt/ml-env.cu130-1/pip.conf"},
                      "marker_text": json.dumps({"profile": "cu130", "versions": {"torch": "2.9.1+cu130"}}, indent=4)
-                     + "\n"},
+                     + "\n",
+                     "constraints": "torch===2.9.1+cu130\n",
+                     "pip_conf": "[global]\nconstraint = /opt/ml-env.cu130-1/pins.txt\n"},
     __ml_stack_build=True, __ml_stack_dry_run=True, ml_stack_activate=True, __ml_stack_build_reasons=["new"],
     __ml_stack_torch={}, __ml_stack_verdict={"explanation": "", "deliberate": [], "notes": []},
     __ml_stack_owner="sglang",
@@ -82,12 +86,33 @@ def test_ml_stack_report_of_a_dry_run_has_a_null_torch_cuda():
     assert report["built"] is False and report["active"] is True and report["build_reasons"] == ["new"]
 
 
+ACTIVATE = ("Ensure the virtualenv holds the pins, explains the pip check lines the profile causes on purpose, and "
+            "is marked complete")
+BUILD = "Build or repair the profile's virtualenv; a new one that fails is removed"
+PIN_BEFORE_PIP = "Ensure every pip run in the virtualenv honours the profile's pins (constraints file, pip.conf)"
+
+
+def venv_files(path, name, block=None):
+    """The files of a venv_files task of the ml_stack role (in the block named block), rendered with the role's
+    vars and the task's own."""
+    tasks = task_file("ml_stack/tasks/" + path)
+    task = named(named(tasks, block)["block"] if block else tasks, name)
+    pins = task_file("ml_stack/vars/main.yml")["__ml_stack_pins"]
+    variables = dict(ML_STACK, **trusted(dict(task.get("vars", {}), __ml_stack_pins=pins)))
+    return render(task["blackwell.gpu_node.venv_files"]["files"], variables)
+
+
 def test_the_completion_marker_is_written_as_the_json_text_it_is_compared_with():
-    task = named(task_file("ml_stack/tasks/activate.yml"),
-                 "Ensure the virtualenv explains the pip check lines the profile causes on purpose, and is marked "
-                 "complete")
-    files = render(task["blackwell.gpu_node.venv_files"]["files"], ML_STACK)
-    assert files[1]["content"] == ML_STACK["__ml_stack_plan"]["marker_text"]
+    files = venv_files("activate.yml", ACTIVATE)
+    assert files[-1]["content"] == ML_STACK["__ml_stack_plan"]["marker_text"]
+
+
+def test_every_run_past_the_check_writes_the_pins_that_a_build_writes_before_pip():
+    # activate.yml runs whether the run builds or not; install.yml's block only for a build.
+    pins = [{"name": "pins.txt", "content": "torch===2.9.1+cu130\n", "root": True},
+            {"name": "pip.conf", "content": "[global]\nconstraint = /opt/ml-env.cu130-1/pins.txt\n", "root": True}]
+    assert venv_files("install.yml", PIN_BEFORE_PIP, BUILD) == pins
+    assert venv_files("activate.yml", ACTIVATE)[:2] == pins
 
 
 SPECULATIVE = dict(sglang_server_speculative_algorithm="EAGLE3", sglang_server_speculative_num_steps=3,
