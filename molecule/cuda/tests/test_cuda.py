@@ -80,6 +80,11 @@ def test_fresh_host_trusts_the_repository_through_signed_by(fresh):
     assert "fpr:::::::::%s:" % fingerprint.content_string.strip() in keys
 
 
+def test_fresh_host_keeps_no_copy_of_a_list_or_key_the_role_replaced(fresh):
+    # copy's backups (NAME.PID.DATE~) served a failed change's rescue alone.
+    assert fresh.check_output("find /etc/apt/sources.list.d /usr/share/keyrings -name '*~'") == ""
+
+
 def test_fresh_host_no_longer_trusts_the_revoked_key(fresh):
     fingerprint = fresh.file("/root/revoked.fingerprint").content_string.strip()
     assert fingerprint and fingerprint[-8:] not in fresh.check_output("apt-key list 2>/dev/null").replace(" ", "")

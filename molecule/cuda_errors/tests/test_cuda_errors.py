@@ -1,10 +1,19 @@
 """The refused cases left apt and the linker as they were."""
 testinfra_hosts = ["docker://cuda-errors"]
 
+LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 
-def test_no_repository_list_or_key_is_left(host):
-    assert host.check_output("ls /etc/apt/sources.list.d") == ""
+
+def test_the_administrators_list_is_put_back_and_no_key_is_left(host):
+    # repository-without-packages wrote the role's list over it, and a keyring, before apt refused the mirror.
+    assert host.check_output("ls /etc/apt/sources.list.d") == "cuda-debian12-x86_64.list"
+    assert host.file(LIST).content == host.file("/root/cuda-debian12-x86_64.list.before").content
     assert not host.file("/usr/share/keyrings/cuda-archive-keyring.gpg").exists
+
+
+def test_no_copy_of_a_list_or_key_is_left(host):
+    # copy's backups (NAME.PID.DATE~) served the rescue alone.
+    assert host.check_output("find /etc/apt/sources.list.d /usr/share/keyrings -name '*~'") == ""
 
 
 def test_apt_still_works(host):
