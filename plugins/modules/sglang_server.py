@@ -30,6 +30,10 @@ description:
     flags, O(api_key) and the values of O(secret_env)), readable by root only (C(0600) in O(state_dir)).
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
+  - A run that leaves the server running sets its files back to what a start leaves them, without restarting it -
+    the log without any permission for others (it can hold prompts) and with the group O(log_group), the unit and
+    the logrotate file root's C(0644), the pid, state, secret and launch history files root's C(0600). Each such
+    change is reported (C(changed=true), RV(actions)); in check mode it is only reported.
   - Every value that reaches the command line, the unit or an environment file is checked before anything is
     started, stopped or written, whatever the state; a control character (newline, carriage return, NUL...) in
     any of them fails the task naming the option. If anything fails after the launch (recording the server,
@@ -120,8 +124,9 @@ options:
     type: str
   log_group:
     description:
-      - An existing group that may read the log (operators); set on the log on every start, on the open file
-        (never through a link). The log stays root's and is never made writable by the server's user.
+      - An existing group that may read the log (operators); set on the log on every start and on every run that
+        leaves the server running, on the open file (never through a link). The log stays root's and is never made
+        writable by the server's user.
     type: str
   logrotate:
     description:
@@ -298,8 +303,8 @@ options:
   log_path:
     description:
       - File that the server's stdout and stderr are appended to. Required unless O(state=stopped).
-      - Created C(0640) when missing (an existing file keeps its mode, less any permission for others), its
-        directory C(0755) when missing. Only a
+      - Created C(0640) when missing (an existing file keeps its mode, less any permission for others, at every
+        start and on every run that leaves the server running), its directory C(0755) when missing. Only a
         regular file is accepted; a directory, FIFO, device or symbolic link is refused.
       - Its directory must be root's at every level and writable by root alone, since systemd opens the log by
         path, as root, following links.
@@ -390,10 +395,16 @@ offset:
   returned: when running
   type: int
 actions:
-  description: What the task did, in order (C(cleaned stale pid file), C(stopped), C(started)).
+  description:
+    - What the task did (or, in check mode, would do), in order (C(cleaned stale pid file), C(stopped),
+      C(started), C(wrote the logrotate file)).
+    - On a run that leaves the server running, what was set back to what a start leaves - C(set the mode and group
+      of the log), C(set the mode and owner of the unit file sglang-NAME.service), C(set the mode and owner of the
+      state files NAME.pid, NAME.json).
   returned: always
   type: list
   elements: str
+  sample: ["set the mode and group of the log"]
 stale_pid:
   description: Pid of a recorded server that was no longer running (crashed, its pid reused, or the host rebooted).
   returned: when found
@@ -441,6 +452,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detache
     launch,
     log_offset,
     resolve_manager,
+    settle_log_access,
     stop_group,
     terminate,
 )
@@ -450,6 +462,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
     path_kind,
     read_text,
     remove,
+    settle_file,
     write_atomically,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import (
@@ -495,6 +508,10 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.status 
 
 def server_env(params):
     return dict(params["env"], **params["secret_env"])
+
+
+# The unit and the logrotate file: read by systemd and logrotate, written by root alone.
+SERVICE_FILE_MODE = 0o644
 
 
 def unit_name(params):
@@ -562,6 +579,32 @@ def installed_unit(module, state):
         os.close(directory)
 
 
+def settle_unit_file(module, state, unit_text):
+    """True when the recorded unit's file, whose text is unit_text, is not root's with SERVICE_FILE_MODE as
+    start_unit writes it (a unit another user could edit would run what that user wrote); rewritten so unless in check mode.
+    Its text is the same, so systemd needs no reload."""
+    directory = open_directory(state.get("unit_dir") or module.params["systemd_unit_dir"], "systemd_unit_dir")
+    try:
+        return settle_file(directory, state["unit"], unit_text, SERVICE_FILE_MODE, module.check_mode)
+    finally:
+        os.close(directory)
+
+
+def settle_running(module, instance, recorded, unit_text, log_gid):
+    """On a pass that leaves the server running as it is: its log, unit file and state files set back to what a
+    start leaves (the log without permission for others and with log_group, the unit file root's 0644, the state
+    files root's 0600), unless in check mode. The actions that took (or would take)."""
+    actions = []
+    if settle_log_access(module.params["log_path"], log_gid, "the server", module.check_mode):
+        actions.append("set the mode and group of the log")
+    if unit_text is not None and settle_unit_file(module, recorded, unit_text):
+        actions.append("set the mode and owner of the unit file %s" % recorded["unit"])
+    settled = instance.settle_files(module.check_mode)
+    if settled:
+        actions.append("set the mode and owner of the state files %s" % ", ".join(settled))
+    return actions
+
+
 def start_unit(module, instance, unit_text, secrets, log_gid):
     """Write the unit and start it; (main pid, log offset at the start, its start time)."""
     params = module.params
@@ -569,7 +612,7 @@ def start_unit(module, instance, unit_text, secrets, log_gid):
     instance.write_secret_env(environment_file(dict(params["secret_env"], **secrets)))
     directory = open_directory(params["systemd_unit_dir"], "systemd_unit_dir")
     try:
-        write_atomically(directory, unit, unit_text, 0o644)
+        write_atomically(directory, unit, unit_text, SERVICE_FILE_MODE)
     finally:
         os.close(directory)
     offset = log_offset(params["log_path"], log_gid, "the server")
@@ -634,22 +677,19 @@ def logrotate_name(params):
 
 
 def settle_logrotate(module, wanted_text):
-    """Write the logrotate file of this instance when it differs from wanted_text, or remove it when
-    wanted_text is None; True when the file changed (or would, in check mode)."""
+    """Write the logrotate file of this instance when it differs from wanted_text (its text, mode or owner), or
+    remove it when wanted_text is None; True when the file changed (or would, in check mode)."""
     params = module.params
     if path_kind(params["logrotate_dir"]) != "directory":
         if wanted_text is None or module.check_mode:
             return wanted_text is not None
     directory = open_directory(params["logrotate_dir"], "logrotate_dir", 0o755)
     try:
-        if read_text(directory, logrotate_name(params)) == wanted_text:
+        if wanted_text is not None:
+            return settle_file(directory, logrotate_name(params), wanted_text, SERVICE_FILE_MODE, module.check_mode)
+        if read_text(directory, logrotate_name(params)) is None:
             return False
-        if module.check_mode:
-            return True
-        if wanted_text is None:
-            return remove(directory, logrotate_name(params))
-        write_atomically(directory, logrotate_name(params), wanted_text, 0o644)
-        return True
+        return module.check_mode or remove(directory, logrotate_name(params))
     finally:
         os.close(directory)
 
@@ -785,7 +825,15 @@ def main():
             params["logrotate_dir"], exc), **result)
     if logrotate_changed:
         result["actions"].append("wrote the logrotate file" if rotation else "removed the logrotate file")
-    result["changed"] = bool(must_stop or must_start or cleans_stale or holders or logrotate_changed)
+    settled = []
+    if wanted and not must_start:
+        try:
+            settled = settle_running(module, instance, recorded, unit[0] if unit else None, log_gid)
+        except (OSError, InvalidOption) as exc:
+            module.fail_json(msg="The files of the running server could not be set back to their modes: %s" % exc,
+                             **result)
+        result["actions"] += settled
+    result["changed"] = bool(must_stop or must_start or cleans_stale or holders or logrotate_changed or settled)
     result["diff"] = dict(
         before=dict(running=ours, argv=masked_argv(recorded["argv"], shown_flags) if ours else []),
         after=dict(running=wanted, argv=masked_argv(argv, secret_flags) if wanted else []),

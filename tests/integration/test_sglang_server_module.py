@@ -1,4 +1,5 @@
 """sglang_server, launching the sglang stand-in for real."""
+import grp
 import hashlib
 import json
 import os
@@ -289,6 +290,33 @@ def test_the_log_is_created_readable_by_root_and_its_group_only(server):
     assert stat.S_IMODE(os.stat(server["log_path"]).st_mode) == 0o640
 
 
+def mode_and_group(path):
+    info = os.stat(path)
+    return stat.S_IMODE(info.st_mode), info.st_gid
+
+
+def test_a_running_servers_log_and_state_files_get_their_modes_back_without_a_restart(server):
+    """On a converged node the server is left running: its log (which can hold prompts) made readable by others,
+    or given another group, and its state files made readable by others, are set back all the same."""
+    log_group = grp.getgrgid(1).gr_name
+    first = run_module("sglang_server", log_group=log_group, **server)
+    assert first["changed"] is True and mode_and_group(server["log_path"]) == (0o640, 1), first
+    state_file = os.path.join(server["state_dir"], "sglang.json")
+    os.chmod(server["log_path"], 0o644)
+    os.chown(server["log_path"], -1, 0)
+    os.chmod(state_file, 0o644)
+    actions = ["set the mode and group of the log", "set the mode and owner of the state files sglang.json"]
+    predicted = run_module("sglang_server", check_mode=True, log_group=log_group, **server)
+    assert predicted["changed"] is True and predicted["actions"] == actions, predicted
+    assert mode_and_group(server["log_path"]) == (0o644, 0) and mode_and_group(state_file)[0] == 0o644
+    settled = run_module("sglang_server", log_group=log_group, **server)
+    assert settled["changed"] is True and settled["actions"] == actions, settled
+    assert settled["pid"] == first["pid"] and alive(first["pid"])
+    assert mode_and_group(server["log_path"]) == (0o640, 1) and mode_and_group(state_file)[0] == 0o600
+    again = run_module("sglang_server", log_group=log_group, **server)
+    assert again["changed"] is False and again["actions"] == [], again
+
+
 def test_an_api_key_in_extra_args_is_masked_everywhere(server):
     result = run_module("sglang_server", secret_flags=["--hf-token"],
                         **dict(server, extra_args=["--api-key=xk3y-s3cr3t", "--served-model-name", "m"]))
@@ -455,6 +483,10 @@ def test_logrotate_file_is_written_quoted_and_removed_on_stop(server, tmp_path):
     text = (tmp_path / "logrotate.d" / "sglang-sglang").read_text()
     assert text.splitlines()[1] == '"%s" {' % server["log_path"] and "copytruncate" in text
     assert run_module("sglang_server", **rotation)["changed"] is False
+    os.chmod(str(tmp_path / "logrotate.d" / "sglang-sglang"), 0o666)
+    rewritten = run_module("sglang_server", **rotation)
+    assert rewritten["changed"] is True and rewritten["actions"] == ["wrote the logrotate file"], rewritten
+    assert stat.S_IMODE((tmp_path / "logrotate.d" / "sglang-sglang").stat().st_mode) == 0o644
     stopped = run_module("sglang_server", state="stopped", state_dir=server["state_dir"],
                          logrotate_dir=rotation["logrotate_dir"], stop_timeout=5)
     assert "removed the logrotate file" in stopped["actions"]

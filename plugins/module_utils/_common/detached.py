@@ -22,6 +22,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     FileRefused,
     open_appending,
+    open_regular,
     path_kind,
     read_regular,
     remove,
@@ -53,6 +54,8 @@ def resolve_manager(requested, process, systemd_runtime_dir=SYSTEMD_RUNTIME_DIR)
 PROCESS_UMASK = 0o027
 # A state file is a few KiB.
 STATE_LIMIT = 1 << 20
+# The state files are root's alone: they name the pid root signals, and may hold secrets.
+STATE_MODE = 0o600
 
 
 def log_path_problem(log_path, process="the process"):
@@ -64,32 +67,71 @@ def log_path_problem(log_path, process="the process"):
             "%s's log" % (log_path, kind, process))
 
 
-def open_log(log_path, log_gid=None, process="the process"):
-    """A descriptor appending to log_path, created 0640 when missing; an existing file keeps its mode less any
-    permission for others (a log of an earlier version was 0644); its group log_gid when given. Both are set
-    on the open descriptor, so never through a link.
+def _open_log_file(log_path, process, create):
+    """A descriptor of log_path, opened through its directory's descriptor without following a link or blocking on a
+    FIFO (files.open_appending, files.open_regular); anything but a regular file is refused naming log_path. With
+    create it appends, and the log is created 0640 when missing, missing levels of its directory root's 0755;
+    without, it only reads, and FileNotFoundError says that the log or its directory is missing.
 
-    Opened without following a link or blocking on a FIFO (files.open_appending); anything but a regular file
-    is refused naming log_path. Its directory must be root's at every level and writable by root
-    alone (missing levels are created so, 0755): systemd opens a unit's log by path (StandardOutput=append:, as
-    root), following any link, so a user who could write the directory could point it at any file of the host.
-    The module opens it through that directory's descriptor."""
+    Its directory must be root's at every level and writable by root alone: systemd opens a unit's log by path
+    (StandardOutput=append:, as root), following any link, so a user who could write the directory could point it
+    at any file of the host."""
     log_dir, name = os.path.split(os.path.abspath(log_path))
-    directory = trusted_directory(log_dir, "log_path", 0o755)
+    directory = trusted_directory(log_dir, "log_path", 0o755 if create else None)
     try:
-        descriptor = open_appending(directory, name, 0o640)
+        if create:
+            return open_appending(directory, name, 0o640)
+        return open_regular(name, directory)[0]
     except FileRefused:
         raise InvalidOption(log_path_problem(log_path, process) or "log_path=%s is not a regular file" % log_path)
     except OSError as exc:
+        if exc.errno == errno.ENOENT and not create:
+            raise
         raise InvalidOption(log_path_problem(log_path, process)
                             or "log_path=%s cannot be opened: %s" % (log_path, exc))
     finally:
         os.close(directory)
-    mode = stat.S_IMODE(os.fstat(descriptor).st_mode)
-    if mode & 0o007:
-        os.fchmod(descriptor, mode & ~0o007)
-    if log_gid is not None:
-        os.fchown(descriptor, -1, log_gid)
+
+
+def _settle_log_access(descriptor, log_gid, check):
+    """True when the open log lets others in (any permission for others: a log of an earlier version was 0644, and
+    the log can hold prompts) or its group is not log_gid (when given); both are set on the descriptor, so never
+    through a link, unless check."""
+    info = os.fstat(descriptor)
+    mode = stat.S_IMODE(info.st_mode)
+    regroup = log_gid is not None and info.st_gid != log_gid
+    if not check:
+        if mode & 0o007:
+            os.fchmod(descriptor, mode & ~0o007)
+        if regroup:
+            os.fchown(descriptor, -1, log_gid)
+    return bool(mode & 0o007) or regroup
+
+
+def settle_log_access(log_path, log_gid=None, process="the process", check=False):
+    """Give the existing log at log_path no permission for others and the group log_gid (when given), as a start
+    leaves it, on a pass that starts nothing; True when it was (or, with check, would be) changed. A missing log
+    or log directory is left missing: a running process keeps writing to the file it has open, and its next start
+    creates the log. Opened as open_log opens it, read-only."""
+    try:
+        descriptor = _open_log_file(log_path, process, create=False)
+    except FileNotFoundError:
+        return False
+    try:
+        return _settle_log_access(descriptor, log_gid, check)
+    finally:
+        os.close(descriptor)
+
+
+def open_log(log_path, log_gid=None, process="the process"):
+    """A descriptor appending to log_path, created 0640 when missing (its directory as _open_log_file says); an
+    existing file keeps its mode less any permission for others; its group log_gid when given (settle_log_access)."""
+    descriptor = _open_log_file(log_path, process, create=True)
+    try:
+        _settle_log_access(descriptor, log_gid, check=False)
+    except BaseException:
+        os.close(descriptor)
+        raise
     return descriptor
 
 
@@ -274,14 +316,45 @@ class Tracked(object):
     def save(self, state):
         directory = self.directory(create=True)
         try:
-            write_atomically(directory, self.name + ".json", json.dumps(state, indent=2, sort_keys=True), 0o600)
-            write_atomically(directory, self.name + ".pid", "%d\n" % state["pid"], 0o600)
+            write_atomically(directory, self.name + ".json", json.dumps(state, indent=2, sort_keys=True), STATE_MODE)
+            write_atomically(directory, self.name + ".pid", "%d\n" % state["pid"], STATE_MODE)
         finally:
             os.close(directory)
 
     def files(self):
         """The names of the files forget() removes."""
         return [self.name + ".pid", self.name + ".json"]
+
+    def kept_files(self):
+        """The names of every file kept for the process in state_dir, each written root's and 0600 (STATE_MODE)."""
+        return self.files()
+
+    def settle_files(self, check=False):
+        """The names of the files of kept_files() that are not the module's user's (root's) with STATE_MODE, as
+        they are written: set so on their descriptor (never through a link) unless check. A missing file, or
+        anything but a regular file (replaced when the file is written), is left alone."""
+        if path_kind(self.state_dir) is None:
+            return []
+        directory = self.directory()
+        settled = []
+        try:
+            for name in self.kept_files():
+                try:
+                    descriptor, info = open_regular(name, directory)
+                except (FileNotFoundError, FileRefused):
+                    continue
+                try:
+                    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == STATE_MODE:
+                        continue
+                    settled.append(name)
+                    if not check:
+                        os.fchown(descriptor, os.geteuid(), -1)
+                        os.fchmod(descriptor, STATE_MODE)
+                finally:
+                    os.close(descriptor)
+        finally:
+            os.close(directory)
+        return settled
 
     def forget(self):
         """Remove the files of files(); the names of those that were there."""

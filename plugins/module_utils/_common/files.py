@@ -381,6 +381,18 @@ def write_atomically(directory_fd, name, content, mode, owner=None):
         raise
 
 
+def settle_file(directory_fd, name, text, mode, check=False):
+    """Keep name in the directory a regular file of the caller (root) with text and mode, as write_atomically
+    writes it: True when it is not (missing, another text, mode or owner, a link), and then written so unless
+    check. Comparing the text alone would leave a file that another user was given, or could read or write, so."""
+    found = file_state(name, 1 << 20, directory_fd)
+    if found is not None and (found["content"], found["mode"], found["uid"]) == (text, mode, os.geteuid()):
+        return False
+    if not check:
+        write_atomically(directory_fd, name, text, mode)
+    return True
+
+
 def create_exclusively(directory_fd, name, content, mode):
     """Create name in the directory with content and mode, whole or not at all, only when nothing is there (a
     lock): written under a random name and hard-linked to name, which fails when name exists. True when it was

@@ -11,7 +11,11 @@ __metaclass__ = type  # pragma: no mutate
 import json
 import os
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import StateRefused, Tracked
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
+    STATE_MODE,
+    StateRefused,
+    Tracked,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     path_kind,
     read_text,
@@ -92,6 +96,10 @@ class Instance(Tracked):
         """The pid, state and secret environment files: what forget() removes."""
         return super(Instance, self).files() + [self.secret_env_name]
 
+    def kept_files(self):
+        """The files of files() and the launch history, which forget() keeps."""
+        return self.files() + [self.launches_name]
+
     def launches(self):
         """The recorded launches, newest first; [] when there are none. An entry that is not a launch (a file
         edited by hand, cut off) is left out rather than trusted: nothing is signalled from this history."""
@@ -123,14 +131,14 @@ class Instance(Tracked):
         history = [entry] + self.launches()[:LAUNCH_HISTORY - 1]
         directory = self.directory(create=True)
         try:
-            write_atomically(directory, self.launches_name, json.dumps(history, indent=2, sort_keys=True), 0o600)
+            write_atomically(directory, self.launches_name, json.dumps(history, indent=2, sort_keys=True), STATE_MODE)
         finally:
             os.close(directory)
 
     def write_secret_env(self, text):
         directory = self.directory(create=True)
         try:
-            write_atomically(directory, self.secret_env_name, text, 0o600)
+            write_atomically(directory, self.secret_env_name, text, STATE_MODE)
         finally:
             os.close(directory)
 

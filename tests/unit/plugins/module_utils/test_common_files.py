@@ -133,6 +133,35 @@ def test_a_write_replaces_a_planted_link_and_leaves_nothing_when_it_fails(tmp_pa
         os.close(directory)
 
 
+@pytest.mark.parametrize("drift", ["mode", "owner", "text", "link", "missing"])
+def test_a_settled_file_is_rewritten_when_its_mode_owner_or_text_drifted_and_only_told_in_check_mode(tmp_path, drift):
+    path = tmp_path / "unit"
+    (tmp_path / "target").write_text("kept")
+    if drift == "link":
+        os.symlink(str(tmp_path / "target"), str(path))
+    elif drift != "missing":
+        path.write_text("old" if drift == "text" else "text")
+        os.chmod(str(path), 0o666 if drift == "mode" else 0o644)
+        os.chown(str(path), NOBODY if drift == "owner" else 0, 0)
+    before = os.lstat(str(path)) if drift != "missing" else None
+    directory = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert files.settle_file(directory, "unit", "text", 0o644, check=True) is True
+        if before is not None:
+            after = os.lstat(str(path))
+            assert (after.st_ino, after.st_mode, after.st_uid) == (before.st_ino, before.st_mode, before.st_uid)
+        else:
+            assert not os.path.lexists(str(path))
+        assert files.settle_file(directory, "unit", "text", 0o644) is True
+        info = os.lstat(str(path))
+        assert (stat.S_ISREG(info.st_mode), stat.S_IMODE(info.st_mode), info.st_uid) == (True, 0o644, 0)
+        assert path.read_text() == "text" and (tmp_path / "target").read_text() == "kept"
+        assert files.settle_file(directory, "unit", "text", 0o644) is False
+        assert files.settle_file(directory, "unit", "text", 0o644, check=True) is False
+    finally:
+        os.close(directory)
+
+
 def test_a_link_is_repointed_in_one_rename_keeping_its_owner_and_nothing_else_is_replaced(tmp_path):
     os.symlink("old", str(tmp_path / "link"))
     os.lchown(str(tmp_path / "link"), NOBODY, NOBODY)

@@ -371,13 +371,15 @@ def test_only_a_regular_file_is_a_log(odd_paths, name, kind):
     assert sglang_options.log_path_problem(str(odd_paths / "new.log")) is None
 
 
+@pytest.mark.parametrize("function", ["open_log", "settle_log_access"])
 @pytest.mark.parametrize("name", ["fifo", "dir", "link"])
-def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
+def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name, function):
     outcome = []
+    (odd_paths / "target").chmod(0o644)
 
     def open_it():
         try:
-            common_detached.open_log(str(odd_paths / name))
+            getattr(common_detached, function)(str(odd_paths / name))
         except common_errors.InvalidOption as exc:
             outcome.append(str(exc))
     opener = threading.Thread(target=open_it, daemon=True)
@@ -385,9 +387,10 @@ def test_open_log_never_blocks_nor_follows_a_link(odd_paths, name):
     opener.join(5)
     if opener.is_alive():  # unblock the thread: a reader on the FIFO lets the open return
         os.close(os.open(str(odd_paths / "fifo"), os.O_RDONLY | os.O_NONBLOCK))
-        pytest.fail("open_log blocked on %s" % name)
+        pytest.fail("%s blocked on %s" % (function, name))
     assert outcome and outcome[0].startswith("log_path=%s is a " % (odd_paths / name))
     assert (odd_paths / "target").read_text() == "untouched"
+    assert stat.S_IMODE((odd_paths / "target").stat().st_mode) == 0o644
 
 
 def test_log_is_created_0640_and_an_existing_mode_is_kept(tmp_path):
@@ -698,6 +701,65 @@ def test_log_group_is_set_on_the_open_file_never_through_a_link(tmp_path):
     os.symlink(str(tmp_path / "target"), str(tmp_path / "link.log"))
     with pytest.raises(common_errors.InvalidOption, match="is a symbolic link"):
         common_detached.open_log(str(tmp_path / "link.log"), gid)
+
+
+def test_a_log_left_to_a_running_server_gets_its_mode_and_group_back_and_check_mode_only_tells(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text("a prompt")
+    log.chmod(0o644)
+    gid = 1  # daemon: any group but the one the file has
+    assert common_detached.settle_log_access(str(log), gid, check=True) is True
+    assert (stat.S_IMODE(log.stat().st_mode), log.stat().st_gid) == (0o644, 0)
+    assert common_detached.settle_log_access(str(log), gid) is True
+    assert (stat.S_IMODE(log.stat().st_mode), log.stat().st_gid) == (0o640, gid)
+    assert log.read_text() == "a prompt"
+    assert common_detached.settle_log_access(str(log), gid) is False
+    assert common_detached.settle_log_access(str(log), gid, check=True) is False
+    # Either one alone is a change; a mode that gives others nothing is kept, and without log_gid so is the group.
+    log.chmod(0o600)
+    os.chown(str(log), -1, 0)
+    assert common_detached.settle_log_access(str(log), gid) is True
+    assert (stat.S_IMODE(log.stat().st_mode), log.stat().st_gid) == (0o600, gid)
+    log.chmod(0o604)
+    assert common_detached.settle_log_access(str(log)) is True
+    assert (stat.S_IMODE(log.stat().st_mode), log.stat().st_gid) == (0o600, gid)
+
+
+def test_a_missing_log_is_left_missing_when_it_is_settled(tmp_path):
+    assert common_detached.settle_log_access(str(tmp_path / "logs" / "s.log"), 1) is False
+    assert common_detached.settle_log_access(str(tmp_path / "s.log"), 1) is False
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_the_state_files_get_their_mode_and_owner_back_and_check_mode_only_tells(tmp_path):
+    instance = sglang_instance.Instance(str(tmp_path / "state"), "sglang")
+    assert instance.settle_files() == []
+    state = launch_state(1234, 0)
+    instance.save(state)
+    instance.record_launch(state)
+    instance.write_secret_env(common_systemd.environment_file({"HF_TOKEN": "t"}))
+    assert instance.settle_files() == []
+    names = ["sglang.pid", "sglang.json", "sglang.secret.env", "sglang.launches.json"]
+    for name in names:
+        os.chmod(str(tmp_path / "state" / name), 0o644)
+    os.chown(str(tmp_path / "state" / "sglang.json"), 65534, 65534)
+    (tmp_path / "state" / "other.json").write_text("{}")
+    (tmp_path / "state" / "other.json").chmod(0o644)
+    assert instance.settle_files(check=True) == names
+    assert stat.S_IMODE(os.stat(str(tmp_path / "state" / "sglang.pid")).st_mode) == 0o644
+    assert instance.settle_files() == names
+    for name in names:
+        info = os.stat(str(tmp_path / "state" / name))
+        assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o600, 0), name
+    assert instance.settle_files() == []
+    # What is not this instance's, and what a write replaces (a link), are left alone.
+    assert stat.S_IMODE((tmp_path / "state" / "other.json").stat().st_mode) == 0o644
+    (tmp_path / "target").write_text("")
+    (tmp_path / "target").chmod(0o644)
+    os.unlink(instance.pid_path)
+    os.symlink(str(tmp_path / "target"), instance.pid_path)
+    assert instance.settle_files() == []
+    assert stat.S_IMODE((tmp_path / "target").stat().st_mode) == 0o644
 
 
 def test_a_state_of_the_previous_version_is_still_recognised(tmp_path):
