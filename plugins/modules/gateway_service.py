@@ -28,6 +28,10 @@ description:
     O(state=restarted). A process is stopped with SIGTERM to its process group, then SIGKILL after the gateway's
     grace period and 15 s.
   - Moving to the other manager stops and removes what the other one ran.
+  - A run that leaves the gateway running sets its files back to what a start leaves them, without restarting it -
+    the unit root's C(0644) under systemd; else the log without any permission for others and the pid and state
+    files root's C(0600). Each such change is reported (C(changed=true), RV(actions)); in check mode it is only
+    reported.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
   - blackwell.gpu_node.gateway_service
@@ -92,7 +96,11 @@ argv:
   type: list
   elements: str
 actions:
-  description: What was (or, in check mode, would be) done, in order.
+  description:
+    - What was (or, in check mode, would be) done, in order.
+    - On a run that leaves the gateway running, what was set back to what a start leaves - C(set the mode and owner
+      of the unit sglang-gateway.service), C(set the mode of the log), C(set the mode and owner of the state files
+      sglang-gateway.pid, sglang-gateway.json).
   returned: always
   type: list
   elements: str
@@ -172,6 +180,13 @@ def main():
                + (["enabled the unit %s" % service.UNIT] if enables else [])
                + (["started" if not result["running"] or drop_unit or drop_process else "restarted"]
                   if starts else []))
+    if manager is not None and not starts:
+        # What runs stays; its files are set back to what its start left them (done here, or in check mode told).
+        try:
+            actions += gateway.settle_running(manager, text, module.check_mode)
+        except (OSError, InvalidOption) as exc:
+            module.fail_json(msg="The files of the running gateway could not be set back to their modes: %s" % exc,
+                             **result)
     result.update(changed=bool(actions), actions=actions)
     if manager is not None:
         result.update(manager=manager, argv=argv, log_path=params["log_path"] if manager == "module" else None)

@@ -75,6 +75,22 @@ def test_a_second_run_finds_the_retitled_gateway_and_changes_nothing(gateway):
         assert status["pid"] == gateway["started"] and status["argv"] == result["argv"], status
 
 
+def test_its_log_and_state_files_get_their_modes_back_without_a_restart(gateway):
+    log = gateway["root"] / "logs" / "gateway.log"
+    state = gateway["root"] / "state" / "sglang-gateway.json"
+    log.chmod(0o644)
+    state.chmod(0o644)
+    actions = ["set the mode of the log", "set the mode and owner of the state files sglang-gateway.json"]
+    checked = service(gateway, check_mode=True)
+    assert checked["changed"] is True and checked["actions"] == actions, checked
+    assert (oct(log.stat().st_mode & 0o777), oct(state.stat().st_mode & 0o777)) == ("0o644", "0o644")
+    result = service(gateway)
+    assert result["changed"] is True and result["actions"] == actions, result
+    assert result["pid"] == gateway["started"] and alive(gateway["started"])
+    assert (oct(log.stat().st_mode & 0o777), oct(state.stat().st_mode & 0o777)) == ("0o640", "0o600")
+    assert service(gateway)["changed"] is False
+
+
 def test_a_changed_setting_restarts_it_and_a_restart_is_asked_for(gateway):
     result = service(gateway, policy="random")
     assert result["changed"] is True and result["actions"] == ["stopped pid %d" % gateway["started"], "started"]

@@ -14,14 +14,18 @@ __metaclass__ = type  # pragma: no mutate
 import os
 import time
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import launch, stop_group
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
+    launch,
+    settle_log_access,
+    stop_group,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     open_directory,
     path_kind,
     read_text,
     remove,
-    write_atomically,
+    settle_file,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import boot_id, process_start_time
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import SYSTEMD_RUNTIME_DIR
@@ -121,15 +125,33 @@ class Gateway(object):
         stop_group(state, grace)
         self.process.forget()
 
+    def settle_unit(self, text, check=False):
+        """Write the unit when it is not root's with text and mode 0644 (settle_file: a unit another user could
+        edit would run what that user wrote); True when it was (or, with check, would be) written."""
+        directory = open_directory(self.unit_dir, "systemd_unit_dir")
+        try:
+            return settle_file(directory, service.UNIT, text, 0o644, check)
+        finally:
+            os.close(directory)
+
+    def settle_running(self, manager, text, check=False):
+        """On a run that leaves the gateway running as it is: its files set back to what a start leaves them, unless
+        check (under systemd the unit, root's 0644; else its log without permission for others and its state files
+        root's 0600). The actions that took (or would take)."""
+        if manager == "systemd":
+            return ["set the mode and owner of the unit %s" % service.UNIT] if self.settle_unit(text, check) else []
+        actions = []
+        if settle_log_access(self.module.params["log_path"], None, "the gateway", check):
+            actions.append("set the mode of the log")
+        settled = self.process.settle_files(check)
+        if settled:
+            actions.append("set the mode and owner of the state files %s" % ", ".join(settled))
+        return actions
+
     def run_unit(self, text, restart):
-        """Write the unit when it differs, enable it, and (re)start it; its main pid."""
-        written = self.installed_unit() != text
+        """Write the unit when it differs (its text, mode or owner), enable it, and (re)start it; its main pid."""
+        written = self.settle_unit(text)
         if written:
-            directory = open_directory(self.unit_dir, "systemd_unit_dir")
-            try:
-                write_atomically(directory, service.UNIT, text, 0o644)
-            finally:
-                os.close(directory)
             systemctl(self.module, "daemon-reload")
         systemctl(self.module, "reset-failed", service.UNIT, check=False)
         systemctl(self.module, "enable", service.UNIT)

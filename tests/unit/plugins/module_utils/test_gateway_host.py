@@ -1,0 +1,73 @@
+"""_gateway/host.py: what runs the gateway on a host, and the files it keeps as a start leaves them."""
+import os
+import stat
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import service
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.host import Gateway
+
+UNIT_TEXT = "[Service]\nExecStart=/opt/blackwell-gpu-node/gateway/bin/python -I launch.py\n"
+STATE = dict(pid=1234, start_time=5, argv=["python"], env_digest="d", log_path="/l", offset=0)
+
+
+class FakeModule(object):
+    """The module as Gateway asks it: its options, systemctl (answering `show` with a running unit whose main
+    pid is this process) and the commands run."""
+
+    def __init__(self, tmp_path, systemctl=None):
+        self.params = dict(systemd_unit_dir=str(tmp_path / "units"), state_dir=str(tmp_path / "state"),
+                           log_path=str(tmp_path / "logs" / "gateway.log"))
+        self.systemctl, self.commands = systemctl, []
+
+    def get_bin_path(self, name, required=False):
+        return self.systemctl
+
+    def run_command(self, argv):
+        self.commands.append(argv[1:])
+        return 0, "MainPID=%d\nActiveState=active\nSubState=running\n" % os.getpid(), ""
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(str(path)).st_mode)
+
+
+def test_the_unit_of_a_running_gateway_gets_its_mode_back_and_check_mode_only_tells(tmp_path):
+    (tmp_path / "units").mkdir()
+    unit = tmp_path / "units" / service.UNIT
+    unit.write_text(UNIT_TEXT)
+    os.chmod(str(unit), 0o666)
+    gateway = Gateway(FakeModule(tmp_path))
+    action = ["set the mode and owner of the unit %s" % service.UNIT]
+    assert gateway.settle_running("systemd", UNIT_TEXT, check=True) == action and mode(unit) == 0o666
+    assert gateway.settle_running("systemd", UNIT_TEXT) == action and mode(unit) == 0o644
+    assert unit.read_text() == UNIT_TEXT
+    assert gateway.settle_running("systemd", UNIT_TEXT) == []
+
+
+def test_the_log_and_state_files_of_a_gateway_the_module_runs_get_their_modes_back(tmp_path):
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "gateway.log"
+    log.write_text("")
+    os.chmod(str(log), 0o644)
+    gateway = Gateway(FakeModule(tmp_path))
+    gateway.process.save(STATE)
+    os.chmod(gateway.process.pid_path, 0o644)
+    actions = ["set the mode of the log", "set the mode and owner of the state files sglang-gateway.pid"]
+    assert gateway.settle_running("module", None, check=True) == actions
+    assert (mode(log), mode(gateway.process.pid_path)) == (0o644, 0o644)
+    assert gateway.settle_running("module", None) == actions
+    assert (mode(log), mode(gateway.process.pid_path)) == (0o640, 0o600)
+    assert gateway.settle_running("module", None) == []
+
+
+def test_a_unit_whose_mode_drifted_is_written_again_when_it_starts(tmp_path):
+    (tmp_path / "units").mkdir()
+    unit = tmp_path / "units" / service.UNIT
+    unit.write_text(UNIT_TEXT)
+    os.chmod(str(unit), 0o666)
+    module = FakeModule(tmp_path, systemctl="/usr/bin/systemctl")
+    assert Gateway(module).run_unit(UNIT_TEXT, restart=False) == os.getpid()
+    assert mode(unit) == 0o644 and unit.read_text() == UNIT_TEXT
+    assert module.commands[0] == ["daemon-reload"] and ["restart", service.UNIT] in module.commands
+    module.commands[:] = []
+    Gateway(module).run_unit(UNIT_TEXT, restart=False)
+    assert ["daemon-reload"] not in module.commands and ["start", service.UNIT] in module.commands
