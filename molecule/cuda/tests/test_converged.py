@@ -30,7 +30,8 @@ LIST = "Ensure the repository is listed, signed by that key"
 KEYRING = "Ensure apt trusts the key for NVIDIA's repository only"
 LINKER = "Ensure the dynamic linker reads CUDA's lib64 and no directory of another CUDA major version"
 PROFILE = "Ensure login shells get CUDA_HOME and CUDA's bin on PATH"
-CHANGERS = (HOLD, TOOLKIT, LIST, LINKER, PROFILE)
+LINK = "Ensure /usr/local/cuda links to this installation, through the cuda alternative where there is one"
+CHANGERS = (HOLD, TOOLKIT, LIST, LINK, LINKER, PROFILE)
 LIST_PATH = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 KEYRING_PATH = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 EXPORTED_KEY_PATH = "/var/lib/blackwell-gpu-node/cuda/cuda-repository-key.gpg"
@@ -76,7 +77,7 @@ def converged(tasks):
 def changed_after_acting(tasks):
     """Which of the role's tasks changed something, once the check said why and every task ran."""
     assert tasks[CHECK]["reasons"] and SAID not in tasks
-    assert all(name in tasks for name in (HOLD, TOOLKIT, LIST, LINKER, PROFILE)), sorted(tasks)
+    assert all(name in tasks for name in CHANGERS), sorted(tasks)
     return sorted(name for name in CHANGERS if tasks[name].get("changed"))
 
 
@@ -115,16 +116,22 @@ def test_each_change_on_the_host_makes_it_act_and_repair(run_role, fresh):
     fresh.check_output("rm /etc/apt/sources.list.d/cuda-debian12-x86_64.list")
     fresh.check_output("echo /usr/local/cuda-12.8/lib64 > /etc/ld.so.conf.d/cuda-12-by-hand.conf")
     fresh.check_output("apt-mark unhold cuda-toolkit-13-0")
+    # The cuda alternative still names CUDA 13.0: --query reads its own link, not /usr/local/cuda.
+    fresh.check_output("ln -sfn /usr/local/cuda-12.8 /usr/local/cuda")
     tasks = run_role()
     reasons = tasks[CHECK]["reasons"]
     named = ["/etc/profile.d/blackwell-gpu-node-cuda.sh differs", "/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf "
              "is owned by uid 0 with mode 0600", "cuda-debian12-x86_64.list is missing", "cuda-12-by-hand.conf lists",
              "cuda-toolkit-13-0's selection is install",
+             "/usr/local/cuda links to /usr/local/cuda-12.8, not to /etc/alternatives/cuda",
+             # The toolkit's own linker file names /usr/local/cuda: CUDA 12 through that link, until it is repaired.
+             "000_cuda.conf lists /usr/local/cuda/targets/x86_64-linux/lib (CUDA 12)",
              # apt's lists, read before the role writes the list again, no longer hold the repository's packages.
              "cuda-toolkit-13-0=13.0.1-1 is not in the repository's lists"]
     assert len(reasons) == len(named) and all(any(name in reason for reason in reasons)
                                               for name in named), reasons
-    assert changed_after_acting(tasks) == sorted([PROFILE, LINKER, LIST, HOLD])
+    assert changed_after_acting(tasks) == sorted([PROFILE, LINK, LINKER, LIST, HOLD])
+    assert fresh.check_output("readlink /usr/local/cuda") == "/etc/alternatives/cuda"
     assert converged(run_role())
 
 
