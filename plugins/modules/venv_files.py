@@ -26,6 +26,10 @@ description:
   - O(owner) names the virtualenv's owner; O(path) must belong to it (or to root without O(owner)).
     O(take_ownership=true) first hands the whole virtualenv to O(owner), bottom-up and never through a link; a
     virtualenv built as root by an earlier release is given to its owner that way.
+  - O(clear_group_other_write=true) then takes the write permission of the group and of others from every entry
+    of the virtualenv, so that no user but its owner and root can change the code it runs. The walk is bottom-up
+    and never follows a link; an entry that needs a change is opened without following a link and changed through
+    that descriptor.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
@@ -47,6 +51,19 @@ options:
     type: str
   take_ownership:
     description: Give the virtualenv and everything in it to O(owner) (and its primary group) first.
+    type: bool
+    default: false
+  clear_group_other_write:
+    description:
+      - Remove the write permission of the group and of others (C(chmod go-w)) from the virtualenv's directory and
+        from every file, directory and FIFO in it, never following a link (a link's own mode means nothing).
+      - Only entries of O(owner) (root without O(owner)) or root are changed. An entry of another user fails the
+        task naming it, whatever its mode, as that user can change it (give it to the owner, or remove it); so does
+        a socket or a device that its group or others can write. Entries changed before such a failure stay
+        changed, and are listed in RV(write_cleared).
+      - With O(take_ownership=true), in check mode, every entry counts as the owner's, as the run would make it.
+      - The walk looks at no more than 500000 entries (about ten torch virtualenvs); a larger tree fails the task.
+      - Runs before O(files) are written. Check mode reports what would change and changes nothing.
     type: bool
     default: false
   files:
@@ -84,6 +101,12 @@ EXAMPLES = r"""
     owner: sglang
     files:
       - {name: pip.conf, content: "[install]\nconstraint = ...\n", root: true}
+
+- name: Ensure no user but the owner and root can change the code the virtualenv runs
+  blackwell.gpu_node.venv_files:
+    path: /home/sglang/ml-env.cu130-1a2b3c4d
+    owner: sglang
+    clear_group_other_write: true
 """
 
 RETURN = r"""
@@ -97,6 +120,32 @@ removed:
   returned: always
   type: list
   elements: str
+write_cleared:
+  description:
+    - The entries whose group and others lost the write permission (in check mode, would lose it), in the order of
+      the walk (the virtualenv's directory last); at most the first 20, RV(write_cleared_count) counts them all.
+    - Empty without O(clear_group_other_write).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The entry's path.
+      type: str
+      sample: /home/sglang/ml-env.cu130-1a2b3c4d/lib/python3.11/site-packages/torch/__init__.py
+    mode_before:
+      description: Its mode before, in octal.
+      type: str
+      sample: "0666"
+    mode:
+      description: Its mode after, in octal.
+      type: str
+      sample: "0644"
+write_cleared_count:
+  description: How many entries lost (in check mode, would lose) the write permission of their group and others.
+  returned: always
+  type: int
+  sample: 1
 """
 
 import os
@@ -108,6 +157,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.account
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     chown_tree,
+    clear_group_other_write,
     open_beneath,
     read_regular,
     remove,
@@ -119,6 +169,9 @@ NAME = re.compile(r"[A-Za-z0-9_.-]+")
 MODE = re.compile(r"0?[0-7]{3}")
 # The virtualenv's own small files: pins, marker, explanations.
 FILE_LIMIT = 1 << 20
+# The entries of write_cleared returned; a virtualenv whose every entry was opened to others would return tens of
+# thousands.
+CLEARED_SHOWN = 20
 
 
 def wanted(files, owner):
@@ -144,6 +197,7 @@ def main():
             path=dict(type="path", required=True),
             owner=dict(type="str"),
             take_ownership=dict(type="bool", default=False),
+            clear_group_other_write=dict(type="bool", default=False),
             files=dict(type="list", elements="dict", default=[], options=dict(
                 name=dict(type="str", required=True),
                 content=dict(type="str", no_log=False),
@@ -155,7 +209,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    result = dict(changed=False, written=[], removed=[], diff=[])
+    result = dict(changed=False, written=[], removed=[], write_cleared=[], write_cleared_count=0, diff=[])
     owner = None
     if params["owner"] is not None:
         owner = account(params["owner"])
@@ -178,6 +232,13 @@ def main():
             module.fail_json(msg="%s belongs to %s, not to %s: root writes only into the virtualenv of its owner. "
                                  "Nothing was changed." % (params["path"], described_user(os.fstat(directory).st_uid),
                                                            described_user(expected_uid)), **result)
+        if params["clear_group_other_write"]:
+            # Past take_ownership every entry is the owner's; in check mode, where no owner changed, it counts as such.
+            owners = None if params["take_ownership"] and owner is not None else (expected_uid, 0)
+            for entry, before, after in clear_group_other_write(directory, params["path"], owners, module.check_mode):
+                if result["write_cleared_count"] < CLEARED_SHOWN:
+                    result["write_cleared"].append(dict(path=entry, mode_before="%04o" % before, mode="%04o" % after))
+                result["write_cleared_count"] += 1
         for name, content, uid, gid, mode in present:
             try:
                 found = read_regular(name, FILE_LIMIT, directory)
@@ -203,12 +264,14 @@ def main():
                 exists = remove(directory, name)
             if exists:
                 result["removed"].append(name)
+    except InvalidOption as exc:
+        module.fail_json(msg="%s=%s: %s, then run again." % (OPTION, params["path"], exc), **result)
     except OSError as exc:
         module.fail_json(msg="%s: writing into %s failed: %s. Written before it failed: %s." % (
             OPTION, params["path"], exc.strerror or exc, ", ".join(result["written"]) or "nothing"), **result)
     finally:
         os.close(directory)
-    result["changed"] = result["changed"] or bool(result["written"] or result["removed"])
+    result["changed"] = result["changed"] or bool(result["written"] or result["removed"] or result["write_cleared"])
     if not module._diff:
         result.pop("diff")
     module.exit_json(**result)

@@ -85,3 +85,45 @@ def test_taking_ownership_hands_over_links_themselves_never_their_targets(tmp_pa
     assert result["changed"], result
     assert owner_mode(venv / "bin")[:2] == (NOBODY, NOBODY) and owner_mode(venv / "bin" / "python")[:2] == (NOBODY, NOBODY)
     assert owner_mode(outside)[:2] == (0, 0) and owner_mode(venv)[:2] == (NOBODY, NOBODY)
+
+
+def test_what_a_group_or_others_can_write_is_closed_to_them_links_never_followed(tmp_path):
+    venv = make_venv(tmp_path)
+    module = venv / "lib" / "python3.11" / "site-packages" / "some.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("")
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    os.symlink(str(outside), str(venv / "bin" / "python"))
+    for path, mode in ((module, 0o646), (venv / "bin", 0o775), (outside, 0o666)):
+        os.chmod(str(path), mode)
+    checked = run_module("venv_files", check_mode=True, path=str(venv), owner="nobody", clear_group_other_write=True)
+    assert checked["changed"] and checked["write_cleared_count"] == 2, checked
+    assert owner_mode(module)[2] == 0o646 and owner_mode(venv / "bin")[2] == 0o775
+    result = run_module("venv_files", path=str(venv), owner="nobody", files=FILES, clear_group_other_write=True)
+    assert result["write_cleared"] == checked["write_cleared"] == [
+        {"path": str(module), "mode_before": "0646", "mode": "0644"},
+        {"path": str(venv / "bin"), "mode_before": "0775", "mode": "0755"}], result
+    assert owner_mode(module)[2] == 0o644 and owner_mode(venv / "bin")[2] == 0o755 and owner_mode(outside)[2] == 0o666
+    again = run_module("venv_files", path=str(venv), owner="nobody", files=FILES, clear_group_other_write=True)
+    assert not again["changed"] and again["write_cleared"] == [] and again["write_cleared_count"] == 0, again
+
+
+def test_an_entry_of_a_third_user_fails_naming_it(tmp_path):
+    venv = make_venv(tmp_path)
+    os.chown(str(venv / "bin"), 1, 1)
+    result = run_module("venv_files", path=str(venv), owner="nobody", files=FILES, clear_group_other_write=True)
+    assert result.get("failed"), result
+    assert result["msg"] == (
+        "ml_stack_venv_path=%s: %s belongs to daemon, who can change it: root changes modes only on entries of nobody "
+        "or root. Give it to its owner (chown) or remove it, then run again." % (venv, venv / "bin"))
+    assert sorted(os.listdir(str(venv))) == ["bin"]
+
+
+def test_the_entries_closed_are_counted_all_and_listed_first_twenty(tmp_path):
+    venv = make_venv(tmp_path)
+    for index in range(25):
+        (venv / "bin" / str(index)).write_text("")
+        os.chmod(str(venv / "bin" / str(index)), 0o666)
+    result = run_module("venv_files", check_mode=True, path=str(venv), owner="nobody", clear_group_other_write=True)
+    assert result["write_cleared_count"] == 25 and len(result["write_cleared"]) == 20, result

@@ -39,6 +39,8 @@ OPEN_NO_LINK = os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | OPEN_NO_LINK
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | OPEN_NO_LINK
 READ_BLOCK = 1 << 16
+# The most entries a walk of a tree that another user fills looks at: about ten torch virtualenvs.
+TREE_ENTRIES = 500000
 
 
 class FileRefused(InvalidOption):
@@ -275,14 +277,86 @@ def open_beneath(path, option):
     return descriptor
 
 
+def tree_entries(directory_fd, max_entries=None):
+    """(descriptor of its directory, its directory's path relative to the tree, name) of every entry below the
+    directory, bottom-up: a directory's entries come before the directory itself. No link is followed: os.fwalk
+    enters a directory only when what it opened is what it listed, so a directory swapped for a link is not
+    entered. FileRefused past max_entries entries (when given), before the next one is yielded."""
+    seen = 0
+    for top, dirs, names, fd in os.fwalk(".", topdown=False, follow_symlinks=False, dir_fd=directory_fd):
+        for name in names + dirs:
+            seen += 1
+            if max_entries is not None and seen > max_entries:
+                raise FileRefused("it holds more than %d entries, more than root walks in a tree another user "
+                                  "fills: remove what does not belong there" % max_entries)
+            yield fd, top, name
+
+
 def chown_tree(directory_fd, uid, gid):
     """Give the directory and everything below it to uid and gid, links themselves included and never followed,
     bottom-up: each directory is handed over only once all below it is, so that its new owner cannot swap a
     directory for a link while root still works below it."""
-    for _top, _dirs, names, fd in os.fwalk(".", topdown=False, follow_symlinks=False, dir_fd=directory_fd):
-        for name in names + _dirs:
-            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+    for fd, _top, name in tree_entries(directory_fd):
+        os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
     os.fchown(directory_fd, uid, gid)
+
+
+def _without_group_other_write(info, uids, path):
+    """The mode of an entry (its lstat or fstat) without write permission for its group and others, or None when
+    it has none to remove or is a link (whose own mode means nothing). FileRefused for an entry of a user not in
+    uids (None: any user), whatever its mode, as that user can change it; and for a socket or a device, which root
+    does not open."""
+    if stat.S_ISLNK(info.st_mode):
+        return None
+    if uids is not None and info.st_uid not in uids:
+        allowed = " or ".join(described_user(uid) for uid in sorted(set(uids), reverse=True))
+        raise FileRefused("%s belongs to %s, who can change it: root changes modes only on entries of %s. Give it "
+                          "to its owner (chown) or remove it" % (path, described_user(info.st_uid), allowed))
+    if not info.st_mode & 0o022:
+        return None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        raise FileRefused("%s is a %s that its group or others can write (mode %04o); root does not open one: "
+                          "remove it" % (path, mode_kind(info.st_mode), stat.S_IMODE(info.st_mode)))
+    return stat.S_IMODE(info.st_mode) & ~0o022
+
+
+def clear_group_other_write(directory_fd, path, uids, check=False, max_entries=TREE_ENTRIES):
+    """Remove the write permission of the group and of others from everything below the directory path (open as
+    directory_fd), bottom-up as tree_entries walks it, and last from the directory itself; yields (path of the
+    entry, mode before, mode after) as each entry is changed (with check, would be changed), so that a caller
+    knows what was changed before a failure. Only entries of uids (None: any user) are changed: FileRefused
+    naming the first entry of another user, and past max_entries entries.
+
+    Each entry is looked at without following it (lstat); one that needs a change is then opened without
+    following a link or blocking, and changed through that descriptor from what fstat says of it, so an entry
+    swapped in between is judged by itself and never given another entry's mode."""
+    path = os.path.normpath(path)
+    for fd, top, name in tree_entries(directory_fd, max_entries):
+        entry = os.path.normpath(os.path.join(path, top, name))
+        try:
+            info = os.lstat(name, dir_fd=fd)
+            if _without_group_other_write(info, uids, entry) is None:
+                continue
+            descriptor = None if check else os.open(name, READ_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            continue  # removed since it was listed: nothing left to change
+        try:
+            if descriptor is not None:
+                info = os.fstat(descriptor)
+            mode = _without_group_other_write(info, uids, entry)
+            if mode is not None and descriptor is not None:
+                os.fchmod(descriptor, mode)
+        finally:
+            if descriptor is not None:
+                os.close(descriptor)
+        if mode is not None:
+            yield entry, stat.S_IMODE(info.st_mode), mode
+    info = os.fstat(directory_fd)
+    mode = _without_group_other_write(info, uids, path)
+    if mode is not None:
+        if not check:
+            os.fchmod(directory_fd, mode)
+        yield path, stat.S_IMODE(info.st_mode), mode
 
 
 def untrusted_level(uid, mode, next_uid=None):
@@ -515,7 +589,7 @@ def nearest_existing(path):
     return path
 
 
-def foreign_writable(root, limit=20, max_entries=500000):
+def foreign_writable(root, limit=20, max_entries=TREE_ENTRIES):
     """(owner uid of root, [problems], complete): root and the entries under it, links not followed, that a
     user other than root's owner (or root) can write: writable by group or others, or owned by another user.
     complete is False when the walk stopped early, at limit problems or max_entries entries."""

@@ -217,3 +217,129 @@ def test_a_file_is_created_exclusively_once_and_a_link_at_its_name_is_left_alone
     assert stat.S_IMODE(os.stat(str(tmp_path / "lock")).st_mode) == 0o600
     assert os.readlink(str(tmp_path / "planted")) == "/etc/passwd-of-nobody"
     assert sorted(os.listdir(str(tmp_path))) == ["lock", "planted"]
+
+
+def closable_tree(tmp_path):
+    """A virtualenv of nobody's whose file, directory and FIFO its group or others can write, a root's file among
+    them, and a link to a file of root's outside it that anyone can write."""
+    tree = tmp_path / "venv"
+    (tree / "lib" / "site").mkdir(parents=True)
+    (tree / "lib" / "site" / "x.py").write_text("")
+    (tree / "pip.conf").write_text("")
+    os.mkfifo(str(tree / "lib" / "fifo"))
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    os.symlink(str(outside), str(tree / "lib" / "link"))
+    for path in (tree, tree / "lib", tree / "lib" / "site", tree / "lib" / "site" / "x.py", tree / "lib" / "fifo"):
+        os.chown(str(path), NOBODY, NOBODY)
+    for path, mode in ((tree / "lib" / "site" / "x.py", 0o646), (tree / "lib" / "site", 0o775),
+                       (tree / "lib" / "fifo", 0o662), (tree / "pip.conf", 0o664), (outside, 0o666),
+                       (tree / "lib", 0o755), (tree, 0o777)):
+        os.chmod(str(path), mode)
+    return tree, outside
+
+
+def modes(tree):
+    return dict((str(path.relative_to(tree)), stat.S_IMODE(os.lstat(str(path)).st_mode))
+                for path in [tree] + list(tree.rglob("*")) if not path.is_symlink())
+
+
+def test_group_and_other_write_is_cleared_bottom_up_through_descriptors_never_through_a_link(tmp_path):
+    tree, outside = closable_tree(tmp_path)
+    before = modes(tree)
+    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        would = list(files.clear_group_other_write(directory, str(tree) + "/", (NOBODY, 0), check=True))
+        assert modes(tree) == before
+        cleared = list(files.clear_group_other_write(directory, str(tree), (NOBODY, 0)))
+        assert list(files.clear_group_other_write(directory, str(tree), (NOBODY, 0))) == []
+    finally:
+        os.close(directory)
+    assert would == cleared
+    # Bottom-up: below a directory comes before it, the tree itself last.
+    assert sorted(cleared[:2]) == [(str(tree / "lib" / "fifo"), 0o662, 0o640),
+                                   (str(tree / "lib" / "site" / "x.py"), 0o646, 0o644)]
+    assert cleared[2:] == [(str(tree / "lib" / "site"), 0o775, 0o755), (str(tree / "pip.conf"), 0o664, 0o644),
+                           (str(tree), 0o777, 0o755)]
+    assert modes(tree) == {".": 0o755, "lib": 0o755, "lib/site": 0o755, "lib/site/x.py": 0o644, "lib/fifo": 0o640,
+                           "pip.conf": 0o644}
+    assert stat.S_IMODE(os.stat(str(outside)).st_mode) == 0o666
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_an_entry_of_another_user_is_refused_by_name_whatever_its_mode(tmp_path, check):
+    tree, _outside = closable_tree(tmp_path)
+    os.chown(str(tree / "lib" / "site" / "x.py"), 1, 1)
+    os.chmod(str(tree / "lib" / "site" / "x.py"), 0o644)
+    before = modes(tree)
+    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(files.FileRefused) as refused:
+            list(files.clear_group_other_write(directory, str(tree), (NOBODY, 0), check))
+        # The first entry of the walk: nothing was changed before it.
+        assert modes(tree) == before
+        assert len(list(files.clear_group_other_write(directory, str(tree), None, check=True))) == 4
+    finally:
+        os.close(directory)
+    assert str(refused.value) == (
+        "%s belongs to daemon, who can change it: root changes modes only on entries of nobody or root. Give it to "
+        "its owner (chown) or remove it" % (tree / "lib" / "site" / "x.py"))
+
+
+def test_a_socket_its_group_can_write_is_refused_and_never_opened(tmp_path):
+    import socket
+    tree = tmp_path / "venv"
+    tree.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(tree / "socket"))
+        os.chmod(str(tree / "socket"), 0o775)
+        directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(files.FileRefused, match="socket is a socket that its group or others can write"):
+                list(files.clear_group_other_write(directory, str(tree), (0,)))
+        finally:
+            os.close(directory)
+    finally:
+        server.close()
+
+
+def test_a_walk_past_its_bound_stops_before_it_changes_more(tmp_path):
+    tree, _outside = closable_tree(tmp_path)
+    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        # Six entries below the tree, the fourth to change the last before the sixth.
+        cleared = []
+        with pytest.raises(files.FileRefused, match="it holds more than 5 entries"):
+            for entry in files.clear_group_other_write(directory, str(tree), (NOBODY, 0), max_entries=5):
+                cleared.append(entry)
+        assert len(cleared) == 4 and stat.S_IMODE(os.stat(str(tree)).st_mode) == 0o777
+        assert [entry[0] for entry in files.clear_group_other_write(directory, str(tree), (NOBODY, 0),
+                                                                    max_entries=6)] == [str(tree)]
+    finally:
+        os.close(directory)
+    assert files.clear_group_other_write.__defaults__ == (False, files.TREE_ENTRIES)
+    assert files.TREE_ENTRIES == 500000
+
+
+def test_an_entry_swapped_after_it_was_looked_at_is_judged_by_itself(tmp_path, monkeypatch):
+    tree, _outside = closable_tree(tmp_path)
+    real_open = os.open
+
+    def swapping_open(path, flags, *args, **kwargs):
+        if path == "x.py":
+            # The owner puts a private file of root's (a hard link to one, say) where the open file was.
+            swapped = tmp_path / "secret"
+            swapped.write_text("")
+            os.chmod(str(swapped), 0o600)
+            os.rename(str(swapped), str(tree / "lib" / "site" / "x.py"))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    directory = real_open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        cleared = [entry[0] for entry in files.clear_group_other_write(directory, str(tree), (NOBODY, 0))]
+    finally:
+        os.close(directory)
+    assert str(tree / "lib" / "site" / "x.py") not in cleared and len(cleared) == 4
+    assert stat.S_IMODE(os.lstat(str(tree / "lib" / "site" / "x.py")).st_mode) == 0o600
