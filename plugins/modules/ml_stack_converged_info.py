@@ -22,7 +22,8 @@ description:
     flashinfer and sglang each in an interpreter of its own, and runs C(pip check), as the role's verification does.
   - RV(converged) is true only when the virtualenv holds exactly the profile and passes that verification, is its
     owner's, carries the completion marker, the pins (constraints file and C(pip.conf), root's) and the explanation
-    of C(pip check) with exactly the content the role writes, mode C(0644); when every system package of
+    of C(pip check) with exactly the content the role writes, mode C(0644); when nothing in it is another user's
+    or writable by its group or others (one C(lstat) of each entry, no link followed); when every system package of
     C(system_packages) of O(settings) is installed; when the stable path points at it (O(activate)); and when no old
     virtualenv beyond O(keep) is left to remove. Anything else, or anything it cannot observe, is a reason in
     RV(reasons), and the role then runs all its tasks, whose checks name the problem.

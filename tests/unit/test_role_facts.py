@@ -115,6 +115,12 @@ def test_every_run_past_the_check_writes_the_pins_that_a_build_writes_before_pip
     assert venv_files("activate.yml", ACTIVATE)[:2] == pins
 
 
+def test_every_run_past_the_check_closes_the_virtualenv_to_its_group_and_others():
+    # The converged check makes an entry that a group or others can write a reason; this task removes it.
+    task = named(task_file("ml_stack/tasks/activate.yml"), ACTIVATE)
+    assert task["blackwell.gpu_node.venv_files"]["clear_group_other_write"] is True
+
+
 SPECULATIVE = dict(sglang_server_speculative_algorithm="EAGLE3", sglang_server_speculative_num_steps=3,
                    sglang_server_speculative_eagle_topk=1, sglang_server_speculative_num_draft_tokens=4)
 

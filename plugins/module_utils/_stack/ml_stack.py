@@ -35,7 +35,11 @@ import stat as stat_module
 from urllib.parse import unquote, urlsplit
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import file_state
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
+    TREE_ENTRIES,
+    file_state,
+    foreign_writable,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import owner_argv, venv_owner_uid
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problems
 
@@ -808,7 +812,23 @@ def observe_stack(settings, profile, scripts, run, user, user_name):
     observed["inspected"] = inspected if isinstance(inspected, dict) and "modules" in inspected else {
         "error": stderr.strip() or "exit status %d" % rc}
     observed["files"] = dict((name, file_state(plan["files"][name], FILE_LIMIT)) for name in ("marker", "constraints", "pip_conf", "pip_check"))
+    observed["foreign_writable"] = _foreign_writable(plan["venv_dir"], venv_stat)
     return observed
+
+
+def _foreign_writable(venv_dir, venv_stat):
+    """{"first": the first entry of the virtualenv that a user other than its owner or root can change, or None;
+    "complete": whether the walk saw every entry; "error": why it could not walk it, or None}: one lstat of each
+    entry, no link followed. activate.yml's
+    venv_files takes that write permission away, and fails naming an entry of another user. Only a directory is
+    walked: anything else is no virtualenv to repair."""
+    if not stat_module.S_ISDIR(venv_stat.st_mode):
+        return {"first": None, "complete": True, "error": None}
+    try:
+        _owner, problems, complete = foreign_writable(venv_dir, limit=1)
+    except OSError as exc:
+        return {"first": None, "complete": False, "error": "%s could not be walked: %s" % (venv_dir, exc.strerror)}
+    return {"first": problems[0] if problems else None, "complete": complete, "error": None}
 
 
 def _file_reasons(name, path, found, content, owner):
@@ -857,6 +877,13 @@ def stack_unconverged_reasons(observed, venv_owner, activate, keep, gpus_require
     reasons += _file_reasons("constraints file", files["constraints"], found.get("constraints"), plan["constraints"],
                              PINS_OWNER)
     reasons += _file_reasons("pip.conf", files["pip_conf"], found.get("pip_conf"), plan["pip_conf"], PINS_OWNER)
+    writable = observed["foreign_writable"]
+    if writable["error"]:
+        reasons.append(writable["error"])
+    elif writable["first"]:
+        reasons.append("a user other than the virtualenv's owner can change the code it runs: %s" % writable["first"])
+    elif not writable["complete"]:
+        reasons.append("%s holds more than the %d entries the check looks at" % (plan["venv_dir"], TREE_ENTRIES))
     link = observed["link"]
     if activate:
         if link.get("target") != plan["venv_name"]:

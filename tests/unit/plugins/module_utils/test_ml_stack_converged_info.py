@@ -64,6 +64,8 @@ class Host:
         self.plan = self.plan_now()
         venv = Path(self.plan["venv_dir"])
         (venv / "bin").mkdir(parents=True)
+        for directory in (venv, venv / "bin"):
+            os.chmod(str(directory), 0o755)  # whatever the umask of the tests: writable by its owner alone
         self.stack = {
             "versions": dict(self.plan["versions"]),
             "direct_urls": dict((name, None) for name in self.plan["versions"]),
@@ -358,6 +360,39 @@ def test_without_an_owner_setting_whoever_runs_the_role_may_own_the_files(host, 
     host.settings["venv_owner"] = None
     monkeypatch.setattr(_ml_stack, "PINS_OWNER", {"uid": OWNER["uid"] + 1, "gid": 0})
     assert host.reasons()[0].endswith("ml-stack-constraints.txt does not belong to its owner")
+
+
+def test_an_entry_of_the_virtualenv_others_can_change_makes_it_act_naming_the_first(host, tmp_path):
+    venv = Path(host.plan["venv_dir"])
+    module = venv / "lib" / "python3.11" / "site-packages" / "some.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("")
+    os.chmod(str(module), 0o646)
+    named = "a user other than the virtualenv's owner can change the code it runs: "
+    assert host.reasons() == [named + "%s is writable by its group or others (mode 0646)" % module]
+    os.chmod(str(module), 0o644)
+    os.chown(str(module), 1, 1)
+    assert host.reasons() == [named + "%s is owned by uid 1 (daemon)" % module]
+    os.chown(str(module), OWNER["uid"], OWNER["gid"])
+    # A link is never followed: what it points at is not the virtualenv's.
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    os.chmod(str(outside), 0o666)
+    os.symlink(str(outside), str(venv / "bin" / "link"))
+    assert host.reasons() == []
+    os.chmod(str(venv / "bin"), 0o775)
+    assert host.reasons() == [named + "%s is writable by its group or others (mode 0775)" % (venv / "bin")]
+
+
+def test_a_virtualenv_too_large_or_gone_to_walk_makes_it_act(host, monkeypatch):
+    monkeypatch.setattr(_ml_stack, "foreign_writable", lambda root, limit: (OWNER["uid"], [], False))
+    assert host.reasons() == ["%s holds more than the 500000 entries the check looks at" % host.plan["venv_dir"]]
+
+    def removed_meanwhile(root, limit):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(_ml_stack, "foreign_writable", removed_meanwhile)
+    assert host.reasons() == ["%s could not be walked: No such file or directory" % host.plan["venv_dir"]]
 
 
 def test_a_dpkg_that_fails_is_a_reason(host):
