@@ -2,14 +2,18 @@
 scenario uses (molecule/resources/create.yml, destroy.yml, named in .config/molecule/config.yml) call it with the
 scenario's platforms as JSON.
 
-    containers.py create PLATFORMS_JSON
-    containers.py destroy PLATFORMS_JSON
+    containers.py create PLATFORMS_JSON INSTANCE_CONFIG
+    containers.py destroy PLATFORMS_JSON INSTANCE_CONFIG
 
 Molecule's docker driver runs both as background jobs that it polls every five seconds, and imports Docker's Python
 API for each: most of the 20 s that a scenario spent creating and destroying its node. Here each container is one
 `docker run` or `docker rm`. Only the platform settings the scenarios use are understood; any other is refused by
 name, before a container starts, rather than ignored. An image is never built: the fixtures build and name every
 image (pre_build_image: true). A container that exists is started as it is, as the driver leaves it.
+
+INSTANCE_CONFIG is the file where molecule's default driver reads how Ansible reaches each instance: after a create
+it names each container and the node_container connection (molecule/resources/plugins/connection); after a destroy
+it lists none.
 """
 import json
 import shlex
@@ -20,6 +24,8 @@ import sys
 IDLE_COMMAND = 'bash -c "while true; do sleep 10000; done"'
 # The driver's label, which `docker ps --filter label=owner=molecule` finds.
 LABEL = "owner=molecule"
+# The connection plugin of the scenarios' nodes.
+CONNECTION = "node_container"
 # Seconds a docker command may take: an image is never pulled or built here.
 DOCKER_TIMEOUT = 120
 
@@ -108,16 +114,28 @@ def destroy(platforms, runner=None):
     return removed
 
 
+def instance_config(platforms):
+    """Molecule's instance config for these platforms' containers: how Ansible reaches each."""
+    return [{"instance": platform["name"], "address": platform["name"], "connection": CONNECTION}
+            for platform in platforms]
+
+
 def main(argv):
-    if len(argv) != 3 or argv[1] not in ("create", "destroy"):
-        sys.stderr.write("usage: containers.py create|destroy PLATFORMS_JSON\n")
+    if len(argv) != 4 or argv[1] not in ("create", "destroy"):
+        sys.stderr.write("usage: containers.py create|destroy PLATFORMS_JSON INSTANCE_CONFIG\n")
         return 2
-    action = create if argv[1] == "create" else destroy
+    platforms = json.loads(argv[2])
     try:
-        names = action(json.loads(argv[2]))
+        if argv[1] == "create":
+            names, instances = create(platforms), instance_config(platforms)
+        else:
+            names, instances = destroy(platforms), []
     except PlatformError as error:
         sys.stderr.write("%s\n" % error)
         return 1
+    # JSON is YAML, which molecule reads.
+    with open(argv[3], "w", encoding="utf-8") as config:
+        json.dump(instances, config, indent=2)
     print(json.dumps(names))
     return 0
 

@@ -107,10 +107,24 @@ def test_a_container_docker_will_not_remove_fails_naming_it():
         containers.destroy([{"name": "there"}], FakeDocker(existing={"there"}, failing="rm"))
 
 
-def test_the_command_line_prints_what_it_changed_and_fails_on_a_refused_platform(capsys, monkeypatch):
+def test_the_command_line_prints_what_it_changed_and_fails_on_a_refused_platform(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(containers.subprocess, "run", FakeDocker(existing={"there"}))
-    assert containers.main(["containers.py", "destroy", json.dumps([{"name": "there"}])]) == 0
+    config = tmp_path / "instance_config.yml"
+    assert containers.main(["containers.py", "destroy", json.dumps([{"name": "there"}]), str(config)]) == 0
     assert json.loads(capsys.readouterr().out) == ["there"]
-    assert containers.main(["containers.py", "create", json.dumps([{"name": "a", "image": "i"}])]) == 1
+    assert json.loads(config.read_text()) == []
+    assert containers.main(["containers.py", "create", json.dumps([{"name": "a", "image": "i"}]), str(config)]) == 1
     assert "pre_build_image" in capsys.readouterr().err
-    assert containers.main(["containers.py", "remove", "[]"]) == 2
+    assert containers.main(["containers.py", "remove", "[]", str(config)]) == 2
+
+
+def test_a_create_tells_molecule_to_reach_each_container_by_the_node_container_connection(capsys, monkeypatch,
+                                                                                          tmp_path):
+    monkeypatch.setattr(containers.subprocess, "run", FakeDocker())
+    config = tmp_path / "instance_config.yml"
+    platforms = [{"name": "a", "image": "i", "pre_build_image": True}, dict(SYSTEMD_NODE, name="b")]
+    assert containers.main(["containers.py", "create", json.dumps(platforms), str(config)]) == 0
+    assert json.loads(capsys.readouterr().out) == ["a", "b"]
+    assert json.loads(config.read_text()) == [
+        {"instance": "a", "address": "a", "connection": "node_container"},
+        {"instance": "b", "address": "b", "connection": "node_container"}]

@@ -49,7 +49,7 @@ def fixture_run_role(tmp_path_factory):
     def run_role(**changes):
         """The role's tasks that ran (name -> result) with these variables changed."""
         completed = run_bounded(
-            [str(Path(sys.executable).with_name("ansible-playbook")), "-c", "community.docker.docker", "-i",
+            [str(Path(sys.executable).with_name("ansible-playbook")), "-c", "node_container", "-i",
              HOST + ",", "-e", "ansible_python_interpreter=/usr/bin/python3", "-e",
              json.dumps(dict(settings, **changes)), str(playbook)],
             timeout=600, env=environ)
