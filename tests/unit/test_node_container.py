@@ -105,14 +105,20 @@ PROC_LIMITS_PARSED = [
     (resource.RLIMIT_DATA, INFINITY, INFINITY),
     (resource.RLIMIT_STACK, 8388608, INFINITY),
     (resource.RLIMIT_CORE, 0, INFINITY),
+    (resource.RLIMIT_RSS, INFINITY, INFINITY),
     (resource.RLIMIT_NPROC, 96369, 96369),
     (resource.RLIMIT_NOFILE, 20000, 20000),
     (resource.RLIMIT_MEMLOCK, 8388608, 8388608),
     (resource.RLIMIT_AS, INFINITY, INFINITY),
+    (resource.RLIMIT_SIGPENDING, 96369, 96369),
+    (resource.RLIMIT_MSGQUEUE, 819200, 819200),
+    (resource.RLIMIT_NICE, 0, 0),
+    (resource.RLIMIT_RTPRIO, 0, 0),
+    (resource.RLIMIT_RTTIME, INFINITY, INFINITY),
 ]
 # The PATH that runc gives a process when the image sets none.
 RUNC_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-NSENTER = ["nsenter", "--target", str(PID), "--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup",
+NSENTER = ["/usr/bin/nsenter", "--target", str(PID), "--mount", "--uts", "--ipc", "--net", "--pid", "--cgroup",
            "--root", "--wd", "--"]
 
 
@@ -177,6 +183,7 @@ def connection(pid=None, extra_env=None, environment=None):
     plugin.set_options(var_options=var_options)
     plugin._container = plugin.get_option("container")
     plugin._pid = pid
+    plugin._nsenter = "/usr/bin/nsenter" if pid else None
     plugin._environment = environment
     plugin._connected = True
     return plugin
@@ -271,6 +278,13 @@ def test_enterable_needs_the_containers_process(monkeypatch):
     assert node_container.Connection._enterable(0, CONTAINER_ID) is None
 
 
+def test_enterable_needs_the_containers_cgroups_in_this_cgroup_namespace(monkeypatch):
+    # A controller in a cgroup namespace of its own reads the container's cgroups as /../...: it cannot join them.
+    monkeypatch.setattr(node_container.os, "geteuid", lambda: 0)
+    fake_read(monkeypatch, proc_files(proc_cgroup="0::/../docker/%s\n" % CONTAINER_ID))
+    assert node_container.Connection._enterable(PID, CONTAINER_ID) is None
+
+
 @pytest.mark.parametrize("proc_cgroup", [HYBRID_PROC_CGROUP, V2_PROC_CGROUP])
 def test_enterable_gives_the_pid_of_the_containers_process(monkeypatch, proc_cgroup):
     monkeypatch.setattr(node_container.os, "geteuid", lambda: 0)
@@ -291,10 +305,12 @@ def test_connect_enters_a_running_container_where_it_can_else_runs_docker_exec(m
     monkeypatch.setattr(node_container, "inspect", lambda socket_path, container: details)
     monkeypatch.setattr(node_container.os, "geteuid", lambda: 0)
     fake_read(monkeypatch, proc_files())
+    monkeypatch.setattr(node_container.shutil, "which", {"nsenter": "/usr/bin/nsenter"}.get)
     plugin = connection(extra_env={"A": "1"})
     plugin._connected = False
     plugin._connect()
-    assert (plugin._container, plugin._pid, plugin._connected) == ("node", PID, True)
+    assert (plugin._container, plugin._pid, plugin._nsenter, plugin._connected) == (
+        "node", PID, "/usr/bin/nsenter", True)
     assert plugin._environment == {"PATH": RUNC_PATH, "HOSTNAME": "node", "HOME": "/root",
                                    "LANG": "C", "A": "1"}
     monkeypatch.setattr(node_container.os, "geteuid", lambda: 1000)
@@ -307,13 +323,25 @@ def test_connect_enters_a_running_container_where_it_can_else_runs_docker_exec(m
         plugin._connect()
 
 
+def test_connect_needs_nsenter_where_it_can_enter(monkeypatch):
+    details = {"Id": CONTAINER_ID, "State": {"Running": True, "Pid": PID}, "Config": {}}
+    monkeypatch.setattr(node_container, "inspect", lambda socket_path, container: details)
+    monkeypatch.setattr(node_container.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(node_container.shutil, "which", lambda name: None)
+    fake_read(monkeypatch, proc_files())
+    plugin = connection()
+    plugin._connected = False
+    with pytest.raises(AnsibleConnectionFailure, match="needs nsenter"):
+        plugin._connect()
+
+
 def test_docker_exec_mode_runs_docker_exec_with_extra_env(popen):
     fake = popen(0, b"out", b"err")
     plugin = connection(extra_env={"B": 2, "A": "x y"})
     assert plugin.exec_command("echo hi", in_data=b"input") == (0, b"out", b"err")
     [call] = fake.calls
-    assert call["argv"] == ["docker", "exec", "--interactive", "--env", "A=x y", "--env", "B=2", "node",
-                            "/bin/sh", "-c", "echo hi"]
+    assert call["argv"] == ["docker", "--host", "unix:///var/run/docker.sock", "exec", "--interactive",
+                            "--env", "A=x y", "--env", "B=2", "node", "/bin/sh", "-c", "echo hi"]
     assert (call["env"], call["preexec_fn"], call["cwd"], call["input"]) == (None, None, "/", b"input")
     assert call["stdin"] == call["stdout"] == call["stderr"] == subprocess.PIPE
 
@@ -325,7 +353,7 @@ def test_nsenter_mode_enters_the_namespaces_and_drops_capabilities(monkeypatch, 
     plugin = connection(pid=PID, extra_env={"A": "1"}, environment=environment)
     assert plugin.exec_command("echo hi", in_data=b"input") == (3, b"out", b"err")
     [call] = fake.calls
-    assert call["argv"] == NSENTER + ["setpriv", DEFAULT_BOUNDING_SET, "--", "/bin/sh", "-c", "echo hi"]
+    assert call["argv"] == NSENTER + ["setpriv", "--inh-caps=-all", DEFAULT_BOUNDING_SET, "--", "/bin/sh", "-c", "echo hi"]
     assert (call["env"], call["cwd"], call["input"]) == (environment, "/", b"input")
     assert callable(call["preexec_fn"])
 

@@ -39,6 +39,7 @@ import http.client
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import urllib.parse
@@ -66,6 +67,12 @@ LIMITS = {
     "Max open files": resource.RLIMIT_NOFILE,
     "Max locked memory": resource.RLIMIT_MEMLOCK,
     "Max address space": resource.RLIMIT_AS,
+    "Max resident set": resource.RLIMIT_RSS,
+    "Max pending signals": resource.RLIMIT_SIGPENDING,
+    "Max msgqueue size": resource.RLIMIT_MSGQUEUE,
+    "Max nice priority": resource.RLIMIT_NICE,
+    "Max realtime priority": resource.RLIMIT_RTPRIO,
+    "Max realtime timeout": resource.RLIMIT_RTTIME,
 }
 
 
@@ -171,6 +178,7 @@ class Connection(ConnectionBase):
         self._container = None
         self._pid = None
         self._environment = None
+        self._nsenter = None
 
     def _connect(self):
         if self._connected:
@@ -184,6 +192,10 @@ class Connection(ConnectionBase):
             raise AnsibleConnectionFailure("container %s is not running" % self._container)
         self._environment = command_environment(details["Config"], self.get_option("extra_env"))
         self._pid = self._enterable(details["State"]["Pid"], details["Id"])
+        # Found with the controller's PATH: commands get the container's.
+        self._nsenter = shutil.which("nsenter") if self._pid else None
+        if self._pid and not self._nsenter:
+            raise AnsibleConnectionFailure("node_container needs nsenter (util-linux) on the controller's PATH")
         display.vvv("ESTABLISH NODE_CONTAINER CONNECTION (%s)" % ("nsenter, pid %d" % self._pid if self._pid
                                                                   else "docker exec"), host=self._container)
         self._connected = True
@@ -195,9 +207,11 @@ class Connection(ConnectionBase):
         if os.geteuid() != 0 or not pid:
             return None
         try:
-            return pid if container_id in read("/proc/%d/cgroup" % pid) else None
+            cgroups = read("/proc/%d/cgroup" % pid)
         except OSError:
             return None
+        # A path outside this process's cgroup namespace reads /../...: its cgroups could not be joined.
+        return pid if container_id in cgroups and "/../" not in cgroups else None
 
     def _entering(self):
         """(preexec_fn, argv prefix) of a command entered by nsenter: it joins the container's cgroups and takes its
@@ -213,17 +227,17 @@ class Connection(ConnectionBase):
                     procs.write("0")
             for limit, soft, hard in limits:
                 resource.setrlimit(limit, (soft, hard))
-        prefix = [] if kept is None else ["setpriv", "--bounding-set=" + ",".join(
+        prefix = [] if kept is None else ["setpriv", "--inh-caps=-all", "--bounding-set=" + ",".join(
             ["-all"] + ["+cap_%d" % capability for capability in kept]), "--"]
         return enter, prefix
 
     def _run(self, argv, in_data=None):
         if self._pid:
             preexec, prefix = self._entering()
-            full = ["nsenter", "--target", str(self._pid)] + NAMESPACES + ["--root", "--wd", "--"] + prefix + argv
+            full = [self._nsenter, "--target", str(self._pid)] + NAMESPACES + ["--root", "--wd", "--"] + prefix + argv
             environment = self._environment
         else:
-            full = ["docker", "exec", "--interactive"]
+            full = ["docker", "--host", "unix://" + self.get_option("docker_socket"), "exec", "--interactive"]
             for name, value in sorted(self.get_option("extra_env").items()):
                 full += ["--env", "%s=%s" % (name, value)]
             full += [self._container] + argv
