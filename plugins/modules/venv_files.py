@@ -59,8 +59,10 @@ options:
         from every file, directory and FIFO in it, never following a link (a link's own mode means nothing).
       - Only entries of O(owner) (root without O(owner)) or root are changed. An entry of another user fails the
         task naming it, whatever its mode, as that user can change it (give it to the owner, or remove it); so does
-        a socket or a device that its group or others can write. Entries changed before such a failure stay
-        changed, and are listed in RV(write_cleared).
+        a socket or a device that its group or others can write, and, in a virtualenv of an owner other than root,
+        such a file of root's with another hard link, as its mode is that of a file of root's outside the
+        virtualenv (remove the hard link from the virtualenv). Entries changed before such a failure stay changed,
+        and are listed in RV(write_cleared).
       - With O(take_ownership=true), in check mode, every entry counts as the owner's, as the run would make it.
       - The walk looks at no more than 500000 entries (about ten torch virtualenvs); a larger tree fails the task.
       - Runs before O(files) are written. Check mode reports what would change and changes nothing.

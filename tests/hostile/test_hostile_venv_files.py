@@ -245,3 +245,23 @@ def test_clear_group_other_write_in_check_mode_changes_nothing(hostile):
         problems.append("did not report the %d entries it would close: %s" % (opened, run.result.get("write_cleared")))
     case.check(run, "bounded", problems=problems)
     case.finish()
+
+
+def test_clear_group_other_write_refuses_a_hard_link_to_a_file_of_roots(hostile):
+    case = hostile(MODULE, "clear_group_other_write, hard link to root's 0666 file inside")
+    venv, args = closable(case)
+    # A file of root's that anyone can write, where the owner can reach it, on the virtualenv's filesystem: the
+    # kernel lets the owner link it (fs.protected_hardlinks asks no more than read and write access).
+    open_file = case.dir / "anyone.txt"
+    open_file.write_text("")
+    os.chmod(str(open_file), 0o666)
+    linked = venv.site / "opened" / "linked.py"
+    case.as_user(["ln", str(open_file), str(linked)])
+    before = modes(case, leaving_out=venv.path)
+    run = case.module(MODULE, args)
+    problems = unchanged(before, modes(case, leaving_out=venv.path))
+    if stat.S_IMODE(os.stat(str(open_file)).st_mode) != 0o666:
+        problems.append("root's file linked into the virtualenv is %04o, was 0666"
+                        % stat.S_IMODE(os.stat(str(open_file)).st_mode))
+    case.check(run, "refused", needle=str(linked), problems=problems)
+    case.finish()

@@ -301,11 +301,13 @@ def chown_tree(directory_fd, uid, gid):
     os.fchown(directory_fd, uid, gid)
 
 
-def _without_group_other_write(info, uids, path):
+def _without_group_other_write(info, uids, owner_uid, path):
     """The mode of an entry (its lstat or fstat) without write permission for its group and others, or None when
     it has none to remove or is a link (whose own mode means nothing). FileRefused for an entry of a user not in
-    uids (None: any user), whatever its mode, as that user can change it; and for a socket or a device, which root
-    does not open."""
+    uids (None: any user), whatever its mode, as that user can change it; for a socket or a device, which root
+    does not open; and for a file of root's, when root is not owner_uid (the tree's owner), that has another hard
+    link: the owner can link a file of root's from anywhere on the filesystem into its tree, and its mode is that
+    file's."""
     if stat.S_ISLNK(info.st_mode):
         return None
     if uids is not None and info.st_uid not in uids:
@@ -314,6 +316,10 @@ def _without_group_other_write(info, uids, path):
                           "to its owner (chown) or remove it" % (path, described_user(info.st_uid), allowed))
     if not info.st_mode & 0o022:
         return None
+    # The owner's own hard-linked files are changed: the owner may change their modes itself, root grants it nothing.
+    if info.st_uid == 0 and owner_uid != 0 and info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+        raise FileRefused("%s is a file of root's with %d hard links: changing its mode would change root's file "
+                          "outside the virtualenv. Remove the hard link from the virtualenv" % (path, info.st_nlink))
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
         raise FileRefused("%s is a %s that its group or others can write (mode %04o); root does not open one: "
                           "remove it" % (path, mode_kind(info.st_mode), stat.S_IMODE(info.st_mode)))
@@ -325,17 +331,19 @@ def clear_group_other_write(directory_fd, path, uids, check=False, max_entries=T
     directory_fd), bottom-up as tree_entries walks it, and last from the directory itself; yields (path of the
     entry, mode before, mode after) as each entry is changed (with check, would be changed), so that a caller
     knows what was changed before a failure. Only entries of uids (None: any user) are changed: FileRefused
-    naming the first entry of another user, and past max_entries entries.
+    naming the first entry of another user, the first file of root's to change that has another hard link
+    (unless the directory is root's), and past max_entries entries.
 
     Each entry is looked at without following it (lstat); one that needs a change is then opened without
     following a link or blocking, and changed through that descriptor from what fstat says of it, so an entry
     swapped in between is judged by itself and never given another entry's mode."""
     path = os.path.normpath(path)
+    owner_uid = os.fstat(directory_fd).st_uid
     for fd, top, name in tree_entries(directory_fd, max_entries):
         entry = os.path.normpath(os.path.join(path, top, name))
         try:
             info = os.lstat(name, dir_fd=fd)
-            if _without_group_other_write(info, uids, entry) is None:
+            if _without_group_other_write(info, uids, owner_uid, entry) is None:
                 continue
             descriptor = None if check else os.open(name, READ_FLAGS, dir_fd=fd)
         except FileNotFoundError:
@@ -343,7 +351,7 @@ def clear_group_other_write(directory_fd, path, uids, check=False, max_entries=T
         try:
             if descriptor is not None:
                 info = os.fstat(descriptor)
-            mode = _without_group_other_write(info, uids, entry)
+            mode = _without_group_other_write(info, uids, owner_uid, entry)
             if mode is not None and descriptor is not None:
                 os.fchmod(descriptor, mode)
         finally:
@@ -352,7 +360,7 @@ def clear_group_other_write(directory_fd, path, uids, check=False, max_entries=T
         if mode is not None:
             yield entry, stat.S_IMODE(info.st_mode), mode
     info = os.fstat(directory_fd)
-    mode = _without_group_other_write(info, uids, path)
+    mode = _without_group_other_write(info, uids, owner_uid, path)
     if mode is not None:
         if not check:
             os.fchmod(directory_fd, mode)

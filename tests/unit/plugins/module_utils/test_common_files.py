@@ -343,3 +343,59 @@ def test_an_entry_swapped_after_it_was_looked_at_is_judged_by_itself(tmp_path, m
         os.close(directory)
     assert str(tree / "lib" / "site" / "x.py") not in cleared and len(cleared) == 4
     assert stat.S_IMODE(os.lstat(str(tree / "lib" / "site" / "x.py")).st_mode) == 0o600
+
+
+def clear(tree, uids=(NOBODY, 0), check=False):
+    """The (entry, mode before, mode after) of every entry clear_group_other_write changes in tree."""
+    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return list(files.clear_group_other_write(directory, str(tree), uids, check))
+    finally:
+        os.close(directory)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_a_hard_link_to_a_file_of_roots_is_refused_and_the_file_left_as_it_was(tmp_path, check):
+    tree, outside = closable_tree(tmp_path)
+    # The owner links a file of root's that anyone can write, from elsewhere on the filesystem, into its tree.
+    os.link(str(outside), str(tree / "lib" / "site" / "linked.py"))
+    with pytest.raises(files.FileRefused) as refused:
+        clear(tree, check=check)
+    assert str(refused.value) == (
+        "%s is a file of root's with 2 hard links: changing its mode would change root's file outside the "
+        "virtualenv. Remove the hard link from the virtualenv" % (tree / "lib" / "site" / "linked.py"))
+    assert stat.S_IMODE(os.stat(str(outside)).st_mode) == 0o666
+
+
+def test_a_hard_link_of_roots_swapped_in_after_the_lstat_is_refused_by_its_fstat(tmp_path, monkeypatch):
+    tree, outside = closable_tree(tmp_path)
+    real_open = os.open
+
+    def swapping_open(path, flags, *args, **kwargs):
+        if path == "x.py":
+            # The owner's own file, closable, is replaced by a hard link to root's file once root has looked at it.
+            os.link(str(outside), str(tmp_path / "linked"))
+            os.rename(str(tmp_path / "linked"), str(tree / "lib" / "site" / "x.py"))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(files.FileRefused, match=r"^%s is a file of root's with 2 hard links" % (
+            tree / "lib" / "site" / "x.py")):
+        clear(tree)
+    assert stat.S_IMODE(os.stat(str(outside)).st_mode) == 0o666
+
+
+@pytest.mark.parametrize("owner, uids", [(NOBODY, (NOBODY, 0)), (0, (0, 0))], ids=["owners", "roots-in-roots"])
+def test_a_hard_linked_file_of_the_trees_owner_is_changed(tmp_path, owner, uids):
+    tree = tmp_path / "venv"
+    tree.mkdir()
+    elsewhere = tmp_path / "cache-entry"
+    elsewhere.write_text("")
+    os.link(str(elsewhere), str(tree / "linked.py"))
+    for path in (tree, elsewhere):
+        os.chown(str(path), owner, owner)
+    os.chmod(str(tree), 0o755)
+    os.chmod(str(elsewhere), 0o666)
+    # Its owner could make the same change: root grants it nothing by making it.
+    assert clear(tree, uids) == [(str(tree / "linked.py"), 0o666, 0o644)]
+    assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == 0o644
