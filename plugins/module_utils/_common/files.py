@@ -326,13 +326,22 @@ def _without_group_other_write(info, uids, owner_uid, path):
     return stat.S_IMODE(info.st_mode) & ~0o022
 
 
+def _mode_change_failed(entry, exc):
+    """FileRefused naming the entry of the walk whose open, fstat or fchmod failed with exc, and why."""
+    if exc.errno == errno.ELOOP:
+        why = "it was replaced by a symbolic link after root looked at it, and root does not follow a link there"
+    else:
+        why = exc.strerror or str(exc)
+    return FileRefused("changing the mode of %s failed: %s" % (entry, why))
+
+
 def clear_group_other_write(directory_fd, path, uids, check=False, max_entries=TREE_ENTRIES):
     """Remove the write permission of the group and of others from everything below the directory path (open as
     directory_fd), bottom-up as tree_entries walks it, and last from the directory itself; yields (path of the
     entry, mode before, mode after) as each entry is changed (with check, would be changed), so that a caller
     knows what was changed before a failure. Only entries of uids (None: any user) are changed: FileRefused
     naming the first entry of another user, the first file of root's to change that has another hard link
-    (unless the directory is root's), and past max_entries entries.
+    (unless the directory is root's), the first entry whose change failed, and past max_entries entries.
 
     Each entry is looked at without following it (lstat); one that needs a change is then opened without
     following a link or blocking, and changed through that descriptor from what fstat says of it, so an entry
@@ -348,12 +357,16 @@ def clear_group_other_write(directory_fd, path, uids, check=False, max_entries=T
             descriptor = None if check else os.open(name, READ_FLAGS, dir_fd=fd)
         except FileNotFoundError:
             continue  # removed since it was listed: nothing left to change
+        except OSError as exc:
+            raise _mode_change_failed(entry, exc)
         try:
             if descriptor is not None:
                 info = os.fstat(descriptor)
             mode = _without_group_other_write(info, uids, owner_uid, entry)
             if mode is not None and descriptor is not None:
                 os.fchmod(descriptor, mode)
+        except OSError as exc:
+            raise _mode_change_failed(entry, exc)
         finally:
             if descriptor is not None:
                 os.close(descriptor)

@@ -399,3 +399,41 @@ def test_a_hard_linked_file_of_the_trees_owner_is_changed(tmp_path, owner, uids)
     # Its owner could make the same change: root grants it nothing by making it.
     assert clear(tree, uids) == [(str(tree / "linked.py"), 0o666, 0o644)]
     assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == 0o644
+
+
+def test_an_entry_swapped_for_a_link_between_the_lstat_and_the_open_is_refused_by_name(tmp_path, monkeypatch):
+    tree, outside = closable_tree(tmp_path)
+    real_open = os.open
+    swapped = []
+
+    def swapping_open(path, flags, *args, **kwargs):
+        if path == "x.py" and not swapped:
+            # Root has looked at the owner's file, closable; the owner puts a link to root's open file at its name.
+            swapped.append(path)
+            os.unlink(str(tree / "lib" / "site" / "x.py"))
+            os.symlink(str(outside), str(tree / "lib" / "site" / "x.py"))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(files.FileRefused) as refused:
+        clear(tree)
+    assert swapped and str(refused.value) == (
+        "changing the mode of %s failed: it was replaced by a symbolic link after root looked at it, and root does "
+        "not follow a link there" % (tree / "lib" / "site" / "x.py"))
+    assert stat.S_IMODE(os.stat(str(outside)).st_mode) == 0o666
+
+
+def test_an_entry_whose_mode_change_fails_is_named_with_what_happened(tmp_path, monkeypatch):
+    tree, _outside = closable_tree(tmp_path)
+    stubborn = os.lstat(str(tree / "pip.conf")).st_ino
+    real_fchmod = os.fchmod
+
+    def failing_fchmod(descriptor, mode):
+        if os.fstat(descriptor).st_ino == stubborn:
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+        real_fchmod(descriptor, mode)
+
+    monkeypatch.setattr(os, "fchmod", failing_fchmod)
+    with pytest.raises(files.FileRefused) as refused:
+        clear(tree)
+    assert str(refused.value) == "changing the mode of %s failed: %s" % (tree / "pip.conf", os.strerror(errno.EPERM))
