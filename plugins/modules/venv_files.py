@@ -50,7 +50,12 @@ options:
     description: The virtualenv's owner; without it, root.
     type: str
   take_ownership:
-    description: Give the virtualenv and everything in it to O(owner) (and its primary group) first.
+    description:
+      - Give the virtualenv and everything in it to O(owner) (and its primary group) first, links themselves and
+        never what they point to; an entry that is already the owner's is left alone.
+      - An entry to give that is not a directory and has another hard link fails the task naming it, before
+        anything is given, as its other name may lie outside the virtualenv (a file of root's that the owner linked
+        there) and giving it would give the owner that file (remove the hard link from the virtualenv).
     type: bool
     default: false
   clear_group_other_write:
@@ -228,7 +233,7 @@ def main():
         expected_uid = 0 if owner is None else owner["uid"]
         if params["take_ownership"] and owner is not None:
             if not module.check_mode:
-                chown_tree(directory, owner["uid"], owner["gid"])
+                chown_tree(directory, params["path"], owner["uid"], owner["gid"])
             result["changed"] = True
         elif os.fstat(directory).st_uid != expected_uid:
             module.fail_json(msg="%s belongs to %s, not to %s: root writes only into the virtualenv of its owner. "

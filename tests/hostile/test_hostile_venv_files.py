@@ -19,11 +19,11 @@ FILES = [
 ]
 
 
-def setting(case, **args):
+def setting(case, built_by_owner=True, **args):
     if not case.collection.has_module(MODULE):
         case.not_applicable("no venv_files module in this collection (the ml_stack role wrote the files itself)")
         pytest.skip("no venv_files")
-    venv = case.make_venv()
+    venv = case.make_venv(owner=built_by_owner)
     return venv, dict(dict(path=str(venv.path), owner=case.user.name, files=FILES), **args)
 
 
@@ -77,6 +77,29 @@ def test_take_ownership_hands_over_no_link_target(hostile):
     run = case.module(MODULE, args)
     problems = [] if os.stat("/etc/shadow").st_uid == 0 else ["/etc/shadow changed owner"]
     case.check(run, "bounded", problems=problems + regular_files(case, venv))
+    case.finish()
+
+
+def test_take_ownership_refuses_a_hard_link_to_a_file_of_roots(hostile):
+    case = hostile(MODULE, "take_ownership, hard link to root's 0666 file inside")
+    # Built as root, as an earlier release did, with a package directory its owner can write (one it installed).
+    venv, args = setting(case, built_by_owner=False, take_ownership=True)
+    package = venv.site / "own_package"
+    package.mkdir()
+    case.chown(package)
+    # A file of root's that anyone can write, on the virtualenv's filesystem: the kernel lets the owner link it
+    # (fs.protected_hardlinks asks no more than read and write access), for root to give it with the virtualenv.
+    open_file = case.dir / "anyone.txt"
+    open_file.write_text("")
+    os.chmod(str(open_file), 0o666)
+    linked = package / "linked.py"
+    case.as_user(["ln", str(open_file), str(linked)])
+    before = modes(case, leaving_out=venv.path)
+    run = case.module(MODULE, args)
+    problems = unchanged(before, modes(case, leaving_out=venv.path))
+    if os.lstat(str(open_file)).st_uid != 0:
+        problems.append("root's file linked into the virtualenv was given to uid %d" % os.lstat(str(open_file)).st_uid)
+    case.check(run, "refused", needle=str(linked), problems=problems)
     case.finish()
 
 

@@ -292,12 +292,41 @@ def tree_entries(directory_fd, max_entries=None):
             yield fd, top, name
 
 
-def chown_tree(directory_fd, uid, gid):
-    """Give the directory and everything below it to uid and gid, links themselves included and never followed,
-    bottom-up: each directory is handed over only once all below it is, so that its new owner cannot swap a
-    directory for a link while root still works below it."""
-    for fd, _top, name in tree_entries(directory_fd):
-        os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+def _to_hand_over(info, uid, gid, path):
+    """Whether an entry (its lstat or fstat) needs its owner changed to be uid and gid's: not when it is theirs
+    already, as nothing is changed through it then. FileRefused for one that is not a directory and has another
+    hard link: the tree's owner can link into its tree a file from anywhere on the filesystem (any file of root's
+    that it can read and write), and handing the entry over would hand the owner that file."""
+    if (info.st_uid, info.st_gid) == (uid, gid):
+        return False
+    if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+        raise FileRefused("%s belongs to %s and has %d hard links: giving it to the virtualenv's owner would give "
+                          "them a file outside the virtualenv. Remove the hard link from the virtualenv"
+                          % (path, described_user(info.st_uid), info.st_nlink))
+    return True
+
+
+def chown_tree(directory_fd, path, uid, gid):
+    """Give the directory (path names it in messages) and everything below it to uid and gid, links themselves
+    included and never followed, bottom-up: each directory is handed over only once all below it is, so that its
+    new owner cannot swap a directory for a link while root still works below it. Entries that are theirs already
+    are left alone. FileRefused naming the first entry to hand over that is not a directory and has another hard
+    link, before anything is handed over.
+
+    Each entry is looked at without following it (lstat) in a first walk; in a second, it is opened without
+    following a link or opening what it is (O_PATH), and handed over from what fstat says of that descriptor, so
+    an entry swapped in between is judged by itself."""
+    path = os.path.normpath(path)
+    for fd, top, name in tree_entries(directory_fd):
+        _to_hand_over(os.lstat(name, dir_fd=fd), uid, gid, os.path.normpath(os.path.join(path, top, name)))
+    for fd, top, name in tree_entries(directory_fd):
+        descriptor = os.open(name, os.O_PATH | OPEN_NO_LINK, dir_fd=fd)
+        try:
+            if _to_hand_over(os.fstat(descriptor), uid, gid, os.path.normpath(os.path.join(path, top, name))):
+                # fchown refuses an O_PATH descriptor; its /proc link leads to the entry itself, a link included.
+                os.chown("/proc/self/fd/%d" % descriptor, uid, gid)
+        finally:
+            os.close(descriptor)
     os.fchown(directory_fd, uid, gid)
 
 

@@ -188,20 +188,79 @@ def test_a_directory_below_a_users_home_is_entered_only_as_itself(tmp_path):
         files.open_beneath(str(home / "absent"), "venv_path")
 
 
-def test_a_tree_is_handed_over_bottom_up_links_themselves_never_their_targets(tmp_path):
+def hand_over(tree):
+    """chown_tree of tree to nobody."""
+    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        files.chown_tree(directory, str(tree), NOBODY, NOBODY)
+    finally:
+        os.close(directory)
+
+
+def owners(tree):
+    return dict((str(path.relative_to(tree)), os.lstat(str(path)).st_uid) for path in [tree] + list(tree.rglob("*")))
+
+
+def root_tree(tmp_path):
+    """A tree of root's with a module two levels down, and a file of root's outside it."""
     tree = tmp_path / "tree"
     (tree / "lib" / "site").mkdir(parents=True)
     (tree / "lib" / "site" / "x.py").write_text("")
     outside = tmp_path / "outside"
     outside.write_text("")
+    return tree, outside
+
+
+def test_a_tree_is_handed_over_bottom_up_links_themselves_never_their_targets(tmp_path):
+    tree, outside = root_tree(tmp_path)
     os.symlink(str(outside), str(tree / "lib" / "link"))
-    directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        files.chown_tree(directory, NOBODY, NOBODY)
-    finally:
-        os.close(directory)
-    owners = set(os.lstat(str(path)).st_uid for path in [tree] + list(tree.rglob("*")))
-    assert owners == {NOBODY} and os.lstat(str(outside)).st_uid == 0
+    hand_over(tree)
+    assert set(owners(tree).values()) == {NOBODY} and os.lstat(str(outside)).st_uid == 0
+
+
+@pytest.mark.parametrize("uid, name", [(0, "root"), (1, "daemon")])
+def test_a_hard_link_to_a_file_outside_is_refused_before_anything_is_handed_over(tmp_path, uid, name):
+    tree, outside = root_tree(tmp_path)
+    os.chown(str(outside), uid, uid)
+    # The owner links a file from elsewhere on the filesystem into a directory of the tree it can write.
+    os.link(str(outside), str(tree / "lib" / "linked"))
+    before = owners(tree)
+    with pytest.raises(files.FileRefused) as refused:
+        hand_over(tree)
+    assert str(refused.value) == (
+        "%s belongs to %s and has 2 hard links: giving it to the virtualenv's owner would give them a file outside "
+        "the virtualenv. Remove the hard link from the virtualenv" % (tree / "lib" / "linked", name))
+    # lib/site and x.py, walked before lib/linked, were not handed over either.
+    assert owners(tree) == before and os.lstat(str(outside)).st_uid == uid
+
+
+def test_a_hard_linked_file_that_is_already_the_owners_is_left_alone(tmp_path):
+    tree, elsewhere = root_tree(tmp_path)
+    os.chown(str(elsewhere), NOBODY, NOBODY)
+    os.chmod(str(elsewhere), 0o4755)
+    os.link(str(elsewhere), str(tree / "lib" / "tool"))
+    hand_over(tree)
+    assert set(owners(tree).values()) == {NOBODY}
+    # Not even given to its own owner again, which would have taken its set-user-ID bit.
+    assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == 0o4755
+
+
+def test_a_hard_link_swapped_in_after_the_lstat_is_refused_by_its_fstat(tmp_path, monkeypatch):
+    tree, outside = root_tree(tmp_path)
+    real_open = os.open
+
+    def swapping_open(path, flags, *args, **kwargs):
+        if path == "x.py":
+            # Root's own module, looked at and found to be handed over, is replaced by a hard link to root's file.
+            os.link(str(outside), str(tmp_path / "linked"))
+            os.rename(str(tmp_path / "linked"), str(tree / "lib" / "site" / "x.py"))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(files.FileRefused) as refused:
+        hand_over(tree)
+    assert str(refused.value).startswith("%s belongs to root and has 2 hard links" % (tree / "lib" / "site" / "x.py"))
+    assert os.lstat(str(outside)).st_uid == 0
 
 
 def test_a_file_is_created_exclusively_once_and_a_link_at_its_name_is_left_alone(tmp_path):
