@@ -108,7 +108,7 @@ def command_environment(config, extra_env):
     """The environment docker exec gives a root command: PATH and HOSTNAME, the container's, then --env's."""
     environ = {"PATH": DEFAULT_PATH, "HOSTNAME": config.get("Hostname") or ""}
     for entry in config.get("Env") or []:
-        name, _, value = entry.partition("=")
+        name, value = entry.split("=", 1) if "=" in entry else (entry, "")
         environ[name] = value
     environ.setdefault("HOME", "/root")
     environ.update({str(name): str(value) for name, value in (extra_env or {}).items()})
@@ -132,7 +132,7 @@ def cgroup_directories(proc_cgroup, mountinfo):
                 mounts.setdefault(option, mount_point)
     directories = []
     for line in proc_cgroup.splitlines():
-        _, controllers, path = line.split(":", 2)
+        controllers, path = line.split(":", 2)[1:]
         mount_point = mounts.get(controllers.split(",")[0] if controllers else "")
         if mount_point is not None:
             directories.append(mount_point + path)
@@ -258,7 +258,7 @@ class Connection(ConnectionBase):
         display.vvv("PUT %s TO %s" % (in_path, out_path), host=self._container)
         with open(to_bytes(in_path, errors="surrogate_or_strict"), "rb") as source:
             data = source.read()
-        returncode, _, stderr = self._run(["dd", "of=" + out_path, "bs=65536", "status=none"], data)
+        returncode, dummy, stderr = self._run(["dd", "of=" + out_path, "bs=65536", "status=none"], data)
         if returncode != 0:
             raise AnsibleError("failed to transfer %s to %s: %s" % (in_path, out_path, stderr.decode("utf-8", "replace")))
 
