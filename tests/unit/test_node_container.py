@@ -1,4 +1,5 @@
 """molecule/resources/plugins/connection/node_container.py: the scenarios' connection to their node containers."""
+import ast
 import importlib.util
 import io
 import resource
@@ -184,6 +185,7 @@ def connection(pid=None, extra_env=None, environment=None):
     plugin._container = plugin.get_option("container")
     plugin._pid = pid
     plugin._nsenter = "/usr/bin/nsenter" if pid else None
+    plugin._container_id = CONTAINER_ID
     plugin._environment = environment
     plugin._connected = True
     return plugin
@@ -353,7 +355,8 @@ def test_nsenter_mode_enters_the_namespaces_and_drops_capabilities(monkeypatch, 
     plugin = connection(pid=PID, extra_env={"A": "1"}, environment=environment)
     assert plugin.exec_command("echo hi", in_data=b"input") == (3, b"out", b"err")
     [call] = fake.calls
-    assert call["argv"] == NSENTER + ["setpriv", "--inh-caps=-all", DEFAULT_BOUNDING_SET, "--", "/bin/sh", "-c", "echo hi"]
+    assert call["argv"] == NSENTER + ["setpriv", "--inh-caps=-all", DEFAULT_BOUNDING_SET, "--",
+                                      "/bin/sh", "-c", "echo hi"]
     assert (call["env"], call["cwd"], call["input"]) == (environment, "/", b"input")
     assert callable(call["preexec_fn"])
 
@@ -381,6 +384,32 @@ def test_nsenter_mode_joins_the_containers_cgroups_and_limits_before_it_runs(mon
     assert {directory: (Path(directory) / "cgroup.procs").read_text() for directory in directories} == dict.fromkeys(
         directories, "0")
     assert limits == PROC_LIMITS_PARSED
+
+
+@pytest.mark.parametrize("files", [{}, proc_files(proc_cgroup="0::/docker/%s\n" % ("f" * 64))])
+def test_a_command_fails_the_connection_once_the_containers_process_is_gone(monkeypatch, popen, files):
+    # After a reboot of a systemd node the container runs another process: the reboot action resets the
+    # connection on a connection failure, and waits on.
+    fake_read(monkeypatch, files)
+    fake = popen()
+    with pytest.raises(AnsibleConnectionFailure, match="container node: its process %d is gone" % PID):
+        connection(pid=PID, environment={}).exec_command("true")
+    assert not fake.calls
+
+
+def test_a_reset_connection_finds_the_container_again_before_its_next_command(monkeypatch, popen):
+    inspected = []
+
+    def inspect(socket_path, container):
+        inspected.append(container)
+        return {"Id": CONTAINER_ID, "State": {"Running": True, "Pid": PID}, "Config": {}}
+    monkeypatch.setattr(node_container, "inspect", inspect)
+    monkeypatch.setattr(node_container.os, "geteuid", lambda: 1000)
+    fake = popen()
+    plugin = connection()
+    plugin.reset()
+    plugin.exec_command("true")
+    assert inspected == ["node"] and len(fake.calls) == 1
 
 
 def test_put_file_writes_through_dd(popen, tmp_path):
@@ -413,3 +442,18 @@ def test_fetch_file_fails_naming_the_path(popen, tmp_path):
     with pytest.raises(AnsibleError, match="failed to fetch /etc/shadow: dd: failed to open: Permission denied"):
         connection().fetch_file("/etc/shadow", str(tmp_path / "shadow"))
     assert not (tmp_path / "shadow").exists()
+
+
+def test_every_scenario_test_that_takes_a_host_names_its_containers_for_testinfra():
+    # testinfra reaches a host of the scenario's inventory through Ansible modules when it does not know its
+    # connection (node_container): slow, and what it reads differs (a file's last newline is lost).
+    missing = []
+    for path in sorted((CHECKOUT / "molecule").glob("*/tests/**/test_*.py")):
+        tree = ast.parse(path.read_text())
+        takes_host = any(isinstance(node, ast.FunctionDef) and "host" in [arg.arg for arg in node.args.args]
+                         for node in tree.body)
+        names = {target.id for node in tree.body if isinstance(node, ast.Assign)
+                 for target in node.targets if isinstance(target, ast.Name)}
+        if takes_host and "testinfra_hosts" not in names:
+            missing.append(str(path.relative_to(CHECKOUT)))
+    assert not missing, "set testinfra_hosts = [\"docker://NAME\", ...] in " + ", ".join(missing)

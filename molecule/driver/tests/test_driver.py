@@ -2,6 +2,8 @@
 packages moved, the reboot is pending and reported, the running server was left alone."""
 import json
 
+testinfra_hosts = ["docker://driver"]
+
 
 def test_the_driver_packages_moved_to_branch_580(host):
     assert host.package("nvidia-open").version == "580.95.05-1"

@@ -1,6 +1,8 @@
 """After converge (driver 580.95.05 loaded, nvidia-smi answering as an 8x H100 HGX): Fabric Manager at the driver's
 version, enabled and running, started before the server; no NVLink subnet manager on NVLink 4."""
 
+testinfra_hosts = ["docker://fabric"]
+
 
 def test_fabric_manager_is_at_the_driver_version(host):
     assert host.package("nvidia-fabricmanager").version == "580.95.05-1"

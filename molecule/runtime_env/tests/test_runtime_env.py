@@ -1,9 +1,13 @@
 """What every Python process of the converged virtualenv sees, checked from inside the container."""
 
 import json
+import os
 import shlex
 
 import pytest
+from testinfra.utils.ansible_runner import AnsibleRunner
+
+testinfra_hosts = ["docker://runtime-env-debian-python", "docker://runtime-env-upstream-python"]
 
 VENV = "/opt/ml-env"
 PYTHON = VENV + "/bin/python"
@@ -95,7 +99,8 @@ def test_users_prior_sitecustomize_runs_once_after_the_environment_is_set(host):
 
 def test_shadowing_is_what_this_platform_has(host):
     """On Debian's Python the system sitecustomize shadows the venv's; upstream's has none."""
-    shadow = host.ansible.get_variables()["molecule_shadowing_sitecustomize"]
+    inventory = AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
+    shadow = inventory.get_variables(host.backend.hostname)["molecule_shadowing_sitecustomize"]
     found = run_clean(host, PYTHON, "-c", "import sitecustomize; print(sitecustomize.__file__)")
     assert found.strip() == (shadow or SITE_PACKAGES + "/sitecustomize.py")
 

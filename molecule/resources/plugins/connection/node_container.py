@@ -179,6 +179,7 @@ class Connection(ConnectionBase):
         self._pid = None
         self._environment = None
         self._nsenter = None
+        self._container_id = None
 
     def _connect(self):
         if self._connected:
@@ -191,6 +192,7 @@ class Connection(ConnectionBase):
         if not details["State"].get("Running"):
             raise AnsibleConnectionFailure("container %s is not running" % self._container)
         self._environment = command_environment(details["Config"], self.get_option("extra_env"))
+        self._container_id = details["Id"]
         self._pid = self._enterable(details["State"]["Pid"], details["Id"])
         # Found with the controller's PATH: commands get the container's.
         self._nsenter = shutil.which("nsenter") if self._pid else None
@@ -217,9 +219,18 @@ class Connection(ConnectionBase):
         """(preexec_fn, argv prefix) of a command entered by nsenter: it joins the container's cgroups and takes its
         resource limits before nsenter runs; setpriv, in the container, drops what is not in the container's
         capability bounding set once nsenter has entered its namespaces, which needs those capabilities."""
-        limits = resource_limits(read("/proc/%d/limits" % self._pid))
-        directories = cgroup_directories(read("/proc/%d/cgroup" % self._pid), read("/proc/self/mountinfo"))
-        kept = capabilities_kept(read("/proc/%d/status" % self._pid), int(read("/proc/sys/kernel/cap_last_cap")))
+        try:
+            cgroups = read("/proc/%d/cgroup" % self._pid)
+            limits = resource_limits(read("/proc/%d/limits" % self._pid))
+            status = read("/proc/%d/status" % self._pid)
+        except OSError:
+            cgroups = ""
+        # A container that restarted (a reboot of a systemd node) has another process: the caller (the reboot
+        # action's wait among them) resets the connection, which finds it.
+        if self._container_id not in cgroups:
+            raise AnsibleConnectionFailure("container %s: its process %d is gone" % (self._container, self._pid))
+        directories = cgroup_directories(cgroups, read("/proc/self/mountinfo"))
+        kept = capabilities_kept(status, int(read("/proc/sys/kernel/cap_last_cap")))
 
         def enter():
             for directory in directories:
@@ -260,7 +271,8 @@ class Connection(ConnectionBase):
             data = source.read()
         returncode, dummy, stderr = self._run(["dd", "of=" + out_path, "bs=65536", "status=none"], data)
         if returncode != 0:
-            raise AnsibleError("failed to transfer %s to %s: %s" % (in_path, out_path, stderr.decode("utf-8", "replace")))
+            raise AnsibleError("failed to transfer %s to %s: %s" % (
+                in_path, out_path, stderr.decode("utf-8", "replace")))
 
     def fetch_file(self, in_path, out_path):
         super().fetch_file(in_path, out_path)
@@ -270,6 +282,9 @@ class Connection(ConnectionBase):
             raise AnsibleError("failed to fetch %s: %s" % (in_path, stderr.decode("utf-8", "replace")))
         with open(to_bytes(out_path, errors="surrogate_or_strict"), "wb") as target:
             target.write(stdout)
+
+    def reset(self):
+        self.close()
 
     def close(self):
         self._connected = False
