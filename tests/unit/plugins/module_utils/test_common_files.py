@@ -245,18 +245,24 @@ def test_a_hard_linked_file_that_is_already_the_owners_is_left_alone(tmp_path):
     assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == 0o4755
 
 
-def test_a_hard_link_swapped_in_after_the_lstat_is_refused_by_its_fstat(tmp_path, monkeypatch):
-    tree, outside = root_tree(tmp_path)
+def link_on_open(monkeypatch, tmp_path, outside, entry):
+    """Make the walk's open of entry (its name in its directory) find a hard link to outside there instead: what
+    a tree's owner can swap in after root looked at the entry."""
     real_open = os.open
 
     def swapping_open(path, flags, *args, **kwargs):
-        if path == "x.py":
-            # Root's own module, looked at and found to be handed over, is replaced by a hard link to root's file.
+        if path == entry.name:
             os.link(str(outside), str(tmp_path / "linked"))
-            os.rename(str(tmp_path / "linked"), str(tree / "lib" / "site" / "x.py"))
+            os.rename(str(tmp_path / "linked"), str(entry))
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", swapping_open)
+
+
+def test_a_hard_link_swapped_in_after_the_lstat_is_refused_by_its_fstat(tmp_path, monkeypatch):
+    tree, outside = root_tree(tmp_path)
+    # Root's own module, looked at and found to be handed over, is replaced by a hard link to root's file.
+    link_on_open(monkeypatch, tmp_path, outside, tree / "lib" / "site" / "x.py")
     with pytest.raises(files.FileRefused) as refused:
         hand_over(tree)
     assert str(refused.value).startswith("%s belongs to root and has 2 hard links" % (tree / "lib" / "site" / "x.py"))
@@ -428,16 +434,8 @@ def test_a_hard_link_to_a_file_of_roots_is_refused_and_the_file_left_as_it_was(t
 
 def test_a_hard_link_of_roots_swapped_in_after_the_lstat_is_refused_by_its_fstat(tmp_path, monkeypatch):
     tree, outside = closable_tree(tmp_path)
-    real_open = os.open
-
-    def swapping_open(path, flags, *args, **kwargs):
-        if path == "x.py":
-            # The owner's own file, closable, is replaced by a hard link to root's file once root has looked at it.
-            os.link(str(outside), str(tmp_path / "linked"))
-            os.rename(str(tmp_path / "linked"), str(tree / "lib" / "site" / "x.py"))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", swapping_open)
+    # The owner's own file, closable, is replaced by a hard link to root's file once root has looked at it.
+    link_on_open(monkeypatch, tmp_path, outside, tree / "lib" / "site" / "x.py")
     with pytest.raises(files.FileRefused, match=r"^%s is a file of root's with 2 hard links" % (
             tree / "lib" / "site" / "x.py")):
         clear(tree)
