@@ -1,10 +1,12 @@
 """The scenarios' node images keep the byte code of Ansible's payloads between module runs
 (tests/fixtures/node_image/ansiballz_bytecode_cache.py): what runs is always what the zip holds."""
 import importlib.util
+import marshal
 import os
 import sys
 import tempfile
 import zipfile
+import zipimport
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,31 @@ def test_a_second_run_of_the_same_source_compiles_nothing(tmp_path, cache_dir, m
         raise AssertionError("compiled again")
 
     monkeypatch.setattr(cache, "compile", refuse, raising=False)
+    monkeypatch.setattr(zipimport, "_compile_source", refuse)
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+
+
+def test_a_module_from_the_cache_names_the_file_of_this_run(tmp_path, cache_dir):
+    load(payload(tmp_path, "basic", 1), "basic")
+    second = payload(tmp_path, "basic", 1)
+    module = load(second, "basic")
+    assert module.__file__ == str(second / "pkg" / "basic.py")
+    assert module.__spec__.loader.get_code("pkg.basic").co_filename == module.__file__
+
+
+def test_the_file_of_a_module_and_of_a_package_is_the_one_zipimport_names(tmp_path):
+    path = str(payload(tmp_path, "basic", 1))
+    where = {"pkg": path, "pkg.basic": path + "/pkg"}
+    assert {name: cache.CachingZipImporter(at).get_filename(name) for name, at in where.items()} == {
+        name: zipimport.zipimporter(at).get_filename(name) for name, at in where.items()}
+    with pytest.raises(zipimport.ZipImportError):
+        cache.CachingZipImporter(path + "/pkg").get_filename("pkg.absent")
+
+
+def test_a_cache_entry_that_is_not_code_is_compiled_again(tmp_path, cache_dir):
+    load(payload(tmp_path, "basic", 1), "basic")
+    for entry in cache_dir.iterdir():
+        entry.write_bytes(marshal.dumps(42))
     assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
 
 
@@ -87,3 +114,21 @@ def test_only_ansiballz_payloads_are_concerned(tmp_path):
     with pytest.raises(ImportError, match="not an AnsiballZ payload"):
         cache.payload_importer(str(other))
     assert isinstance(cache.payload_importer(str(payload(tmp_path, "basic", 1)) + "/pkg"), cache.CachingZipImporter)
+
+
+def test_install_keeps_the_code_where_it_is_told(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache.CachingZipImporter, "cache_dir", cache.CACHE_DIR)
+    hooks = list(sys.path_hooks)
+    try:
+        cache.install(str(tmp_path / "elsewhere"))
+        assert cache.CachingZipImporter.cache_dir == str(tmp_path / "elsewhere")
+        assert sys.path_hooks.count(cache.payload_importer) == 1
+    finally:
+        sys.path_hooks[:] = hooks
+
+
+def test_another_byte_code_version_compiles_its_own(tmp_path, cache_dir, monkeypatch):
+    load(payload(tmp_path, "basic", 1), "basic")
+    monkeypatch.setattr(cache.importlib.util, "MAGIC_NUMBER", b"\x00\x00\r\n")
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+    assert len(os.listdir(cache_dir)) == 4
