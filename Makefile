@@ -97,11 +97,21 @@ $(BIN)/.toolchain: requirements/tools.txt
 	$(BIN)/pip install --no-compile --disable-pip-version-check -q -r requirements/tools.txt
 	touch $@
 
+# The modules Ansible runs on this machine (the integration and hostile suites, the scenarios' localhost tasks) keep
+# their byte code between runs, as the scenarios' nodes do (tests/fixtures/node_image/ansiballz_bytecode_cache.py).
+BYTECODE_CACHE_HOOK := $(BIN)/.ansiballz-bytecode-cache
+$(BYTECODE_CACHE_HOOK): tests/fixtures/node_image/ansiballz_bytecode_cache.py $(BIN)/.toolchain
+	site=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	cp $< "$$site/ansiballz_bytecode_cache.py"; \
+	echo 'import ansiballz_bytecode_cache; ansiballz_bytecode_cache.install("$(CURDIR)/.build/ansiballz-bytecode")' \
+	  >"$$site/blackwell_ansiballz_bytecode_cache.pth"
+	touch $@
+
 $(COLLECTION):
 	mkdir -p $(dir $@)
 	ln -sfn $(CURDIR) $@
 
-toolchain: $(BIN)/.toolchain $(COLLECTION)
+toolchain: $(BIN)/.toolchain $(BYTECODE_CACHE_HOOK) $(COLLECTION)
 
 # As a certification or user pipeline runs it: without this Makefile's collections path, so that the
 # collection resolves by itself from a fresh clone.
