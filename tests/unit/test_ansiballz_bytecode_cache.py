@@ -3,6 +3,7 @@
 import importlib.util
 import marshal
 import os
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -129,6 +130,17 @@ def test_install_keeps_the_code_where_it_is_told(tmp_path, monkeypatch):
 
 def test_another_byte_code_version_compiles_its_own(tmp_path, cache_dir, monkeypatch):
     load(payload(tmp_path, "basic", 1), "basic")
-    monkeypatch.setattr(cache.importlib.util, "MAGIC_NUMBER", b"\x00\x00\r\n")
+    monkeypatch.setattr(importlib.util, "MAGIC_NUMBER", b"\x00\x00\r\n")
     assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
     assert len(os.listdir(cache_dir)) == 4
+
+
+def test_installing_the_hook_imports_nothing_the_interpreter_had_not():
+    """The .pth file runs at every start of the interpreter, payload or not: nothing beyond what site imports."""
+    check = subprocess.run(
+        [sys.executable, "-S", "-c",
+         "import site, sys; before = set(sys.modules);"
+         " import ansiballz_bytecode_cache; ansiballz_bytecode_cache.install();"
+         " print(sorted(set(sys.modules) - before - {'ansiballz_bytecode_cache'}))"],
+        env=dict(os.environ, PYTHONPATH=str(HOOK.parent)), capture_output=True, text=True, check=True, timeout=60)
+    assert check.stdout.strip() == "[]"
