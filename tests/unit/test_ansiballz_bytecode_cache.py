@@ -49,6 +49,7 @@ def load(path, name):
 def cache_dir(tmp_path, monkeypatch):
     directory = tmp_path / "cache"
     monkeypatch.setattr(cache.CachingZipImporter, "cache_dir", str(directory))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as `make` runs the tests, whatever the caller's
     return directory
 
 
@@ -144,3 +145,9 @@ def test_installing_the_hook_imports_nothing_the_interpreter_had_not():
          " print(sorted(set(sys.modules) - before - {'ansiballz_bytecode_cache'}))"],
         env=dict(os.environ, PYTHONPATH=str(HOOK.parent)), capture_output=True, text=True, check=True, timeout=60)
     assert check.stdout.strip() == "[]"
+
+
+def test_an_interpreter_told_to_write_no_byte_code_writes_no_cache(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert load(payload(tmp_path, "basic", 1), "basic").ANSWER == 1
+    assert not cache_dir.exists()
