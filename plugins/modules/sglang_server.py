@@ -29,7 +29,9 @@ description:
     launch. With each launch it keeps what masks that launch's log (O(secret_flags), the values of the secret
     flags, O(api_key) and the values of O(secret_env)), readable by root only (C(0600) in O(state_dir)).
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
-    restarts one whose command or environment differ. A pid file left by a crashed server is cleaned up and reported.
+    restarts one whose command, environment, user, manager, log (O(log_path)) or unit directory
+    (O(systemd_unit_dir)) differ; RV(restart_reasons) says which. A pid file left by a crashed server is cleaned up
+    and reported.
   - A run that leaves the server running sets its files back to what a start leaves them, without restarting it -
     the log without any permission for others (it can hold prompts) and with the group O(log_group), the unit and
     the logrotate file root's C(0644), the pid, state, secret and launch history files root's C(0600). Each such
@@ -159,7 +161,9 @@ options:
     type: int
     default: 5
   systemd_unit_dir:
-    description: Where the unit is written with O(manager=systemd).
+    description:
+      - Where the unit is written with O(manager=systemd).
+      - A change restarts a running server, removing its unit from the directory it was in.
     type: path
     default: /etc/systemd/system
   state_dir:
@@ -308,6 +312,7 @@ options:
         regular file is accepted; a directory, FIFO, device or symbolic link is refused.
       - Its directory must be root's at every level and writable by root alone, since systemd opens the log by
         path, as root, following links.
+      - A change restarts a running server, which keeps the log it started with open; the old log is left as it is.
     type: path
   stop_timeout:
     description: Seconds between SIGTERM and SIGKILL when stopping.
@@ -405,6 +410,14 @@ actions:
   type: list
   elements: str
   sample: ["set the mode and group of the log"]
+restart_reasons:
+  description:
+    - Why the running server is not the one these options ask for, which restarts it (with O(state=started)); empty
+      when it is. Command lines and environments are said to differ, never shown.
+  returned: when a recorded server runs and O(state) is started or restarted
+  type: list
+  elements: str
+  sample: ["it logs to /var/log/sglang/old.log, not log_path=/var/log/sglang/server.log"]
 stale_pid:
   description: Pid of a recorded server that was no longer running (crashed, its pid reused, or the host rebooted).
   returned: when found
@@ -503,6 +516,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.status 
     READ_OPTIONS,
     Recorded,
     read_problems,
+    restart_reasons,
 )
 
 
@@ -802,13 +816,13 @@ def main():
         if params["manager"] == "systemd":
             unit = wanted_unit(module, instance, argv, account, secret_flags)
 
-    same = (ours and recorded["argv"] == argv and recorded["env_digest"] == env_digest(server_env(params))
-            and recorded.get("manager", "module") == params["manager"]
-            and recorded.get("identity", identity(None)) == identity(account))
-    if same and unit_state is not None:
-        # The unit file is compared as written: an edit by hand, or a setting of this module, restarts it.
-        same = unit_state["enabled"] and installed_unit(module, recorded) == unit[0]
-    must_stop = ours and (params["state"] in ("stopped", "restarted") or not same)
+    if ours and wanted:
+        result["restart_reasons"] = restart_reasons(
+            recorded, dict(argv=argv, env_digest=env_digest(server_env(params)), manager=params["manager"],
+                           identity=identity(account), log_path=params["log_path"],
+                           unit_dir=params["systemd_unit_dir"], unit_text=unit[0] if unit else None),
+            unit_state, lambda: installed_unit(module, recorded))
+    must_stop = ours and (params["state"] in ("stopped", "restarted") or bool(result.get("restart_reasons")))
     must_start = wanted and (must_stop or not ours)
     cleans_stale = bool(recorded) and not ours
     # Foreign processes only: this module, its parents and the server's own group are not theirs.

@@ -95,6 +95,26 @@ def test_changed_environment_restarts(server):
     assert changed["actions"] == ["stopped", "started"] and changed["pid"] != first["pid"]
 
 
+def test_a_new_log_path_restarts_the_server_into_it_and_leaves_the_old_log(server, tmp_path):
+    first = run_module("sglang_server", **server)
+    assert run_module("wait_for_server", log_path=server["log_path"], offset=first["offset"], pid=first["pid"],
+                      health_url="http://127.0.0.1:%d/health" % server["port"], timeout=60)["ready"] is True
+    old_log = server["log_path"]
+    server["log_path"] = str(tmp_path / "moved" / "server.log")
+    predicted = run_module("sglang_server", check_mode=True, **server)
+    assert predicted["changed"] is True and predicted["pid"] == first["pid"] and alive(first["pid"])
+    assert predicted["restart_reasons"] == ["it logs to %s, not log_path=%s" % (old_log, server["log_path"])]
+    moved = run_module("sglang_server", **server)
+    assert moved["actions"] == ["stopped", "started"] and moved["restart_reasons"] == predicted["restart_reasons"]
+    assert moved["log_path"] == server["log_path"] and not alive(first["pid"])
+    ready = run_module("wait_for_server", log_path=server["log_path"], offset=moved["offset"], pid=moved["pid"],
+                       health_url="http://127.0.0.1:%d/health" % server["port"], timeout=60)
+    assert ready["ready"] is True, ready.get("msg")
+    assert os.path.getsize(old_log) > 0
+    again = run_module("sglang_server", **server)
+    assert again["changed"] is False and again["restart_reasons"] == [] and again["pid"] == moved["pid"]
+
+
 def test_server_killed_behind_its_back_is_restarted_and_reported(server):
     first = run_module("sglang_server", **server)
     os.killpg(first["pid"], signal.SIGKILL)

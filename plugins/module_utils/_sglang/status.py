@@ -88,3 +88,46 @@ class Recorded(object):
             details["venv"] = dict(path=venv, owner=user_name(owner) or str(owner), writable_by_others=problems,
                                    complete=complete)
         return details
+
+
+def _account(identity):
+    """user:group of a recorded identity, root's where a field is unset."""
+    identity = identity if isinstance(identity, dict) else {}
+    return "%s:%s" % (identity.get("user") or "root", identity.get("group") or "root")
+
+
+def restart_reasons(recorded, wanted, unit_state=None, installed_unit=None):
+    """Why the recorded server, which runs, is not the one this run asks for; empty when it is.
+
+    recorded: its state. wanted: this run's argv, env_digest, manager, identity, log_path, unit_dir (its
+    systemd_unit_dir) and unit_text (None unless manager=systemd). unit_state: what systemd says of the recorded
+    unit, given when systemd runs it; installed_unit: a function that reads the text of its file (None when
+    missing), called only when the file is where this run would write it. Whatever the
+    server reads at its start, where it writes, and where its unit lives: a server started with other values keeps
+    them until it is restarted. Command lines and environments are compared, never shown: they may hold secrets.
+    """
+    reasons = []
+    if recorded["argv"] != wanted["argv"]:
+        reasons.append("its command line differs")
+    if recorded["env_digest"] != wanted["env_digest"]:
+        reasons.append("its environment differs")
+    manager = recorded.get("manager", "module")
+    if manager != wanted["manager"]:
+        reasons.append("it runs under manager=%s, not %s" % (manager, wanted["manager"]))
+    # A server recorded before the module had a user (root, no identity) is told apart by that alone.
+    running_as = recorded.get("identity", {"user": None, "group": None})
+    if running_as != wanted["identity"]:
+        reasons.append("it runs as %s, not %s" % (_account(running_as), _account(wanted["identity"])))
+    # The server holds its log open: a new log_path gets its lines only from a new server.
+    if recorded.get("log_path", wanted["log_path"]) != wanted["log_path"]:
+        reasons.append("it logs to %s, not log_path=%s" % (recorded["log_path"], wanted["log_path"]))
+    if manager == "systemd" and wanted["manager"] == "systemd":
+        unit_dir = recorded.get("unit_dir") or wanted["unit_dir"]
+        if unit_dir != wanted["unit_dir"]:
+            reasons.append("its unit is in %s, not systemd_unit_dir=%s" % (unit_dir, wanted["unit_dir"]))
+        elif unit_state is not None and not unit_state["enabled"]:
+            reasons.append("its unit %s is disabled" % recorded["unit"])
+        elif unit_state is not None and installed_unit() != wanted["unit_text"]:
+            # An edit by hand, or another setting of this module.
+            reasons.append("its unit file %s is not the one these options write" % recorded["unit"])
+    return reasons
