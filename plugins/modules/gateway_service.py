@@ -24,9 +24,9 @@ description:
   - With O(manager=systemd) it writes the unit C(sglang-gateway.service) to O(systemd_unit_dir), enables it and
     restarts it when the unit changed or O(state=restarted). With O(manager=module) it starts the launcher
     detached (a session of its own, as O(user) and its group, umask 027, output appended to O(log_path)), records
-    its pid, start time and boot in O(state_dir), and restarts it when its command line changed or
-    O(state=restarted). A process is stopped with SIGTERM to its process group, then SIGKILL after the gateway's
-    grace period and 15 s.
+    its pid, start time and boot in O(state_dir), and restarts it when its command line, its log (O(log_path)) or
+    its user changed (RV(restart_reasons) says which) or O(state=restarted). A process is stopped with SIGTERM to
+    its process group, then SIGKILL after the gateway's grace period and 15 s.
   - Moving to the other manager stops and removes what the other one ran.
   - A run that leaves the gateway running sets its files back to what a start leaves them, without restarting it -
     the unit root's C(0644) under systemd; else the log without any permission for others and the pid and state
@@ -105,6 +105,14 @@ actions:
   type: list
   elements: str
   sample: ["removed the unit sglang-gateway.service", "started"]
+restart_reasons:
+  description:
+    - Why the gateway the module runs itself is not the one these options ask for, which restarts it; empty when it
+      is. Its command line is said to differ, never shown.
+  returned: when the module runs the gateway (O(manager=module)) and O(state) is started or restarted
+  type: list
+  elements: str
+  sample: ["it logs to /var/log/gateway.log, not log_path=/var/log/blackwell-gpu-node/sglang-gateway.log"]
 log_path:
   description: Its log with O(manager=module); null under systemd, whose journal keeps it.
   returned: always
@@ -125,6 +133,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.host i
     Gateway,
     checked_settings,
     observed,
+    process_restart_reasons,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import SystemdFailed
 
@@ -165,7 +174,10 @@ def main():
 
     # What the other manager (or a stop) leaves behind goes first.
     drop_unit = gateway.installed_unit() is not None and manager != "systemd"
-    drop_process = ours and (manager != "module" or params["state"] == "restarted" or recorded["argv"] != argv)
+    if ours and manager == "module":
+        result["restart_reasons"] = process_restart_reasons(recorded, argv, user_account, params["log_path"])
+    drop_process = ours and (manager != "module" or params["state"] == "restarted"
+                             or bool(result.get("restart_reasons")))
     clean_stale = bool(recorded) and not ours
     enables = False
     if manager == "systemd":

@@ -95,9 +95,16 @@ def test_a_changed_setting_restarts_it_and_a_restart_is_asked_for(gateway):
     result = service(gateway, policy="random")
     assert result["changed"] is True and result["actions"] == ["stopped pid %d" % gateway["started"], "started"]
     assert not alive(gateway["started"]) and result["pid"] != gateway["started"]
-    assert "random" in result["argv"]
+    assert "random" in result["argv"] and result["restart_reasons"] == ["its command line differs"]
+    # The gateway holds its log open: a new log_path gets its lines from a new gateway only.
+    moved_log = str(gateway["root"] / "logs" / "moved.log")
+    moved = service(gateway, policy="random", log_path=moved_log)
+    assert moved["actions"] == ["stopped pid %d" % result["pid"], "started"] and not alive(result["pid"])
+    assert moved["restart_reasons"] == ["it logs to %s, not log_path=%s" % (gateway["options"]["log_path"], moved_log)]
+    assert moved["log_path"] == moved_log and os.path.exists(moved_log)
+    assert service(gateway, policy="random", log_path=moved_log)["changed"] is False
     restarted = service(gateway, policy="random", state="restarted")
-    assert restarted["changed"] is True and restarted["pid"] != result["pid"] and not alive(result["pid"])
+    assert restarted["changed"] is True and restarted["pid"] != moved["pid"] and not alive(moved["pid"])
     wait_until(lambda: listening(gateway["url"]))
     gateway["started"] = restarted["pid"]
 

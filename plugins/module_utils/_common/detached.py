@@ -182,6 +182,21 @@ def launch(argv, env, log_path, account=None, log_gid=None, process="the process
     return child, offset, start_time
 
 
+def relaunch_reasons(recorded, argv, env_digest, log_path):
+    """Why a recorded process, which runs, is not the one asked for in what it read at its start and where it
+    writes: its command line, its environment (by digest) and its log, which it holds open. Empty when it is the
+    one. Command lines and environments are compared, never shown: they may hold secrets. A state that records no
+    environment or log (an earlier release's) is not restarted for it."""
+    reasons = []
+    if recorded["argv"] != argv:
+        reasons.append("its command line differs")
+    if recorded.get("env_digest", env_digest) != env_digest:
+        reasons.append("its environment differs")
+    if recorded.get("log_path", log_path) != log_path:
+        reasons.append("it logs to %s, not log_path=%s" % (recorded["log_path"], log_path))
+    return reasons
+
+
 def wait_gone(pids, timeout, sleep=time.sleep, clock=time.monotonic):
     """The pids still alive after waiting up to timeout seconds for them to end."""
     deadline = clock() + timeout

@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
     launch,
+    relaunch_reasons,
     settle_log_access,
     stop_group,
 )
@@ -179,6 +180,15 @@ class Gateway(object):
             self.stop_recorded(state, 10)
             raise
         return child.pid
+
+
+def process_restart_reasons(recorded, argv, user_account, log_path):
+    """Why the gateway the module runs itself (manager=module), recorded as launch records it, is not the one
+    asked for; empty when it is. Under systemd the unit's text holds the same."""
+    reasons = relaunch_reasons(recorded, argv, service.environment_digest(ENVIRONMENT), log_path)
+    if recorded.get("uid", user_account["uid"]) != user_account["uid"]:
+        reasons.append("it runs as uid %s, not user=%s" % (recorded["uid"], user_account["user"]))
+    return reasons
 
 
 def settings_of(params):

@@ -12,6 +12,7 @@ __metaclass__ = type  # pragma: no mutate
 import os
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import relaunch_reasons
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import foreign_writable, path_kind
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import process_uid
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import SECRET_FLAGS, masked_argv
@@ -102,15 +103,10 @@ def restart_reasons(recorded, wanted, unit_state=None, installed_unit=None):
     recorded: its state. wanted: this run's argv, env_digest, manager, identity, log_path, unit_dir (its
     systemd_unit_dir) and unit_text (None unless manager=systemd). unit_state: what systemd says of the recorded
     unit, given when systemd runs it; installed_unit: a function that reads the text of its file (None when
-    missing), called only when the file is where this run would write it. Whatever the
-    server reads at its start, where it writes, and where its unit lives: a server started with other values keeps
-    them until it is restarted. Command lines and environments are compared, never shown: they may hold secrets.
+    missing), called only when the file is where this run would write it. Besides relaunch_reasons': who it runs
+    as, under which manager, and where its unit lives.
     """
-    reasons = []
-    if recorded["argv"] != wanted["argv"]:
-        reasons.append("its command line differs")
-    if recorded["env_digest"] != wanted["env_digest"]:
-        reasons.append("its environment differs")
+    reasons = relaunch_reasons(recorded, wanted["argv"], wanted["env_digest"], wanted["log_path"])
     manager = recorded.get("manager", "module")
     if manager != wanted["manager"]:
         reasons.append("it runs under manager=%s, not %s" % (manager, wanted["manager"]))
@@ -118,9 +114,6 @@ def restart_reasons(recorded, wanted, unit_state=None, installed_unit=None):
     running_as = recorded.get("identity", {"user": None, "group": None})
     if running_as != wanted["identity"]:
         reasons.append("it runs as %s, not %s" % (_account(running_as), _account(wanted["identity"])))
-    # The server holds its log open: a new log_path gets its lines only from a new server.
-    if recorded.get("log_path", wanted["log_path"]) != wanted["log_path"]:
-        reasons.append("it logs to %s, not log_path=%s" % (recorded["log_path"], wanted["log_path"]))
     if manager == "systemd" and wanted["manager"] == "systemd":
         unit_dir = recorded.get("unit_dir") or wanted["unit_dir"]
         if unit_dir != wanted["unit_dir"]:

@@ -3,7 +3,11 @@ import os
 import stat
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import service
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.host import Gateway
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.host import (
+    ENVIRONMENT,
+    Gateway,
+    process_restart_reasons,
+)
 
 UNIT_TEXT = "[Service]\nExecStart=/opt/blackwell-gpu-node/gateway/bin/python -I launch.py\n"
 STATE = dict(pid=1234, start_time=5, argv=["python"], env_digest="d", log_path="/l", offset=0)
@@ -71,3 +75,19 @@ def test_a_unit_whose_mode_drifted_is_written_again_when_it_starts(tmp_path):
     module.commands[:] = []
     Gateway(module).run_unit(UNIT_TEXT, restart=False)
     assert ["daemon-reload"] not in module.commands and ["start", service.UNIT] in module.commands
+
+
+def test_a_gateway_the_module_runs_restarts_for_its_command_line_log_or_user_only():
+    argv = ["/opt/gateway/bin/python", "-I", "launcher.py", "--admin-key-file", "/etc/keys"]
+    recorded = {"argv": argv, "env_digest": service.environment_digest(ENVIRONMENT), "log_path": "/var/log/g.log",
+                "uid": 0}
+    root = {"user": "root", "uid": 0}
+    assert process_restart_reasons(recorded, list(argv), root, "/var/log/g.log") == []
+    assert process_restart_reasons(recorded, argv + ["--policy", "random"], root, "/var/log/g.log") == [
+        "its command line differs"]
+    assert process_restart_reasons(recorded, argv, root, "/var/log/new.log") == [
+        "it logs to /var/log/g.log, not log_path=/var/log/new.log"]
+    assert process_restart_reasons(recorded, argv, {"user": "gateway", "uid": 998}, "/var/log/g.log") == [
+        "it runs as uid 0, not user=gateway"]
+    assert process_restart_reasons(dict(recorded, env_digest="other"), argv, root, "/var/log/g.log") == [
+        "its environment differs"]
