@@ -119,6 +119,7 @@ report:
     built: false
     active: true
     build_reasons: []
+    repaired: []
     versions: {torch: 2.9.1+cu130}
     torch_cuda: "13.0"
     deliberate_pip_check: []

@@ -910,6 +910,7 @@ def converged_report(observed, activate, checked):
         "built": False,
         "active": bool(activate),
         "build_reasons": [],
+        "repaired": [],
         "versions": plan["versions"],
         "torch_cuda": observed["inspected"]["modules"].get("torch", {}).get("cuda"),
         "deliberate_pip_check": verification["deliberate"],

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[3]
 VARS = yaml.safe_load((ROOT / "roles" / "ml_stack" / "vars" / "main.yml").read_text())
 TASKS = yaml.safe_load((ROOT / "roles" / "ml_stack" / "tasks" / "main.yml").read_text())
 REPORT = dict(venv_path="/opt/ml-env", venv_dir="/opt/ml-env.cu130-4d2bc837", active=True, build_reasons=[],
-              built=False, versions={"torch": "2.9.1+cu130", "sglang": "0.5.9"}, torch_cuda="13.0", notes=[])
+              repaired=[], built=False, versions={"torch": "2.9.1+cu130", "sglang": "0.5.9"}, torch_cuda="13.0", notes=[])
 
 
 def render(text, **variables):
@@ -19,8 +19,8 @@ def render(text, **variables):
     return environment.from_string(text).render(**variables)
 
 
-def said(**report):
-    return render(VARS["__ml_stack_said"], ml_stack_report=dict(REPORT, **report))
+def said(dry_run=False, **report):
+    return render(VARS["__ml_stack_said"], ml_stack_report=dict(REPORT, **report), __ml_stack_dry_run=dry_run)
 
 
 def converged_message(keep, **report):
@@ -32,6 +32,14 @@ def converged_message(keep, **report):
 def test_the_virtualenv_is_said_in_one_sentence_without_trailing_blanks():
     assert said() == ("/opt/ml-env -> ml-env.cu130-4d2bc837 (exactly installed already; no index asked): "
                       "torch 2.9.1+cu130, sglang 0.5.9; torch.version.cuda 13.0.")
+
+
+def test_a_repair_without_a_build_says_what_it_repaired_not_exactly_installed():
+    repaired = ["pip.conf", "closed 2 entries to their group and others"]
+    assert said(repaired=repaired).startswith(
+        "/opt/ml-env -> ml-env.cu130-4d2bc837 (installed already; no index asked; repaired: pip.conf, closed 2 "
+        "entries to their group and others): torch 2.9.1+cu130")
+    assert "(installed already; no index asked; would repair: pip.conf, " in said(dry_run=True, repaired=repaired)
 
 
 def test_notes_follow_after_one_blank():

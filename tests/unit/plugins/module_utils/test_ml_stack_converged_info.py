@@ -123,7 +123,7 @@ def test_a_host_as_the_role_leaves_it_is_converged_and_reported_as_activate_yml_
     assert checked["reasons"] == []
     assert converged_report(observed, True, checked) == {
         "venv_path": host.settings["venv_path"], "venv_dir": host.plan["venv_dir"], "profile": "cu130",
-        "built": False, "active": True, "build_reasons": [], "versions": host.plan["versions"],
+        "built": False, "active": True, "build_reasons": [], "repaired": [], "versions": host.plan["versions"],
         "torch_cuda": "13.0", "deliberate_pip_check": [PIP_CHECK.strip()], "notes": []}
 
 
