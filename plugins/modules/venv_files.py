@@ -56,6 +56,8 @@ options:
       - An entry to give that is not a directory and has another hard link fails the task naming it, before
         anything is given, as its other name may lie outside the virtualenv (a file of root's that the owner linked
         there) and giving it would give the owner that file (remove the hard link from the virtualenv).
+      - The task reports a change only when an entry was not the owner's. Check mode walks the virtualenv as the
+        run would, refusing such a hard link the same way, and hands nothing over.
     type: bool
     default: false
   clear_group_other_write:
@@ -232,9 +234,7 @@ def main():
     try:
         expected_uid = 0 if owner is None else owner["uid"]
         if params["take_ownership"] and owner is not None:
-            if not module.check_mode:
-                chown_tree(directory, params["path"], owner["uid"], owner["gid"])
-            result["changed"] = True
+            result["changed"] = chown_tree(directory, params["path"], owner["uid"], owner["gid"], module.check_mode)
         elif os.fstat(directory).st_uid != expected_uid:
             module.fail_json(msg="%s belongs to %s, not to %s: root writes only into the virtualenv of its owner. "
                                  "Nothing was changed." % (params["path"], described_user(os.fstat(directory).st_uid),

@@ -74,17 +74,36 @@ def test_a_virtualenv_of_another_owner_is_refused(tmp_path):
     assert sorted(os.listdir(str(venv))) == ["bin"]
 
 
-def test_taking_ownership_hands_over_links_themselves_never_their_targets(tmp_path):
+def roots_venv(tmp_path, link):
+    """A virtualenv of root's, as an earlier release built them, with link(target, name) of a file of root's
+    outside it placed in its bin; (the virtualenv, that file)."""
     venv = make_venv(tmp_path)
     for path in (venv, venv / "bin"):
         os.chown(str(path), 0, 0)
     outside = tmp_path / "outside"
     outside.write_text("x")
-    os.symlink(str(outside), str(venv / "bin" / "python"))
+    link(str(outside), str(venv / "bin" / "linked"))
+    return venv, outside
+
+
+def test_taking_ownership_hands_over_links_themselves_never_their_targets(tmp_path):
+    venv, outside = roots_venv(tmp_path, os.symlink)
+    checked = run_module("venv_files", check_mode=True, path=str(venv), owner="nobody", take_ownership=True)
+    assert checked["changed"] and owner_mode(venv / "bin")[:2] == (0, 0), checked
     result = run_module("venv_files", path=str(venv), owner="nobody", take_ownership=True)
     assert result["changed"], result
-    assert owner_mode(venv / "bin")[:2] == (NOBODY, NOBODY) and owner_mode(venv / "bin" / "python")[:2] == (NOBODY, NOBODY)
+    assert owner_mode(venv / "bin")[:2] == (NOBODY, NOBODY) and owner_mode(venv / "bin" / "linked")[:2] == (NOBODY, NOBODY)
     assert owner_mode(outside)[:2] == (0, 0) and owner_mode(venv)[:2] == (NOBODY, NOBODY)
+    for check_mode in (True, False):
+        again = run_module("venv_files", check_mode=check_mode, path=str(venv), owner="nobody", take_ownership=True)
+        assert not again["changed"], again
+
+
+def test_check_mode_refuses_a_hard_link_that_taking_ownership_would_refuse(tmp_path):
+    venv, outside = roots_venv(tmp_path, os.link)
+    checked = run_module("venv_files", check_mode=True, path=str(venv), owner="nobody", take_ownership=True)
+    assert checked.get("failed") and "bin/linked belongs to root and has 2 hard links" in checked["msg"], checked
+    assert owner_mode(venv / "bin")[:2] == (0, 0) and owner_mode(outside)[:2] == (0, 0)
 
 
 def test_what_a_group_or_others_can_write_is_closed_to_them_links_never_followed(tmp_path):

@@ -306,19 +306,24 @@ def _to_hand_over(info, uid, gid, path):
     return True
 
 
-def chown_tree(directory_fd, path, uid, gid):
+def chown_tree(directory_fd, path, uid, gid, check=False):
     """Give the directory (path names it in messages) and everything below it to uid and gid, links themselves
     included and never followed, bottom-up: each directory is handed over only once all below it is, so that its
     new owner cannot swap a directory for a link while root still works below it. Entries that are theirs already
     are left alone. FileRefused naming the first entry to hand over that is not a directory and has another hard
-    link, before anything is handed over.
+    link, before anything is handed over. Whether any entry was (with check, would be) handed over; with check,
+    nothing is.
 
     Each entry is looked at without following it (lstat) in a first walk; in a second, it is opened without
     following a link or opening what it is (O_PATH), and handed over from what fstat says of that descriptor, so
     an entry swapped in between is judged by itself."""
     path = os.path.normpath(path)
+    needed = _to_hand_over(os.fstat(directory_fd), uid, gid, path)
     for fd, top, name in tree_entries(directory_fd):
-        _to_hand_over(os.lstat(name, dir_fd=fd), uid, gid, os.path.normpath(os.path.join(path, top, name)))
+        if _to_hand_over(os.lstat(name, dir_fd=fd), uid, gid, os.path.normpath(os.path.join(path, top, name))):
+            needed = True
+    if check or not needed:
+        return needed
     for fd, top, name in tree_entries(directory_fd):
         descriptor = os.open(name, os.O_PATH | OPEN_NO_LINK, dir_fd=fd)
         try:
@@ -327,7 +332,9 @@ def chown_tree(directory_fd, path, uid, gid):
                 os.chown("/proc/self/fd/%d" % descriptor, uid, gid)
         finally:
             os.close(descriptor)
-    os.fchown(directory_fd, uid, gid)
+    if _to_hand_over(os.fstat(directory_fd), uid, gid, path):
+        os.fchown(directory_fd, uid, gid)
+    return True
 
 
 def _without_group_other_write(info, uids, owner_uid, path):

@@ -188,11 +188,11 @@ def test_a_directory_below_a_users_home_is_entered_only_as_itself(tmp_path):
         files.open_beneath(str(home / "absent"), "venv_path")
 
 
-def hand_over(tree):
-    """chown_tree of tree to nobody."""
+def hand_over(tree, check=False):
+    """chown_tree of tree to nobody: whether it handed (with check, would hand) anything over."""
     directory = os.open(str(tree), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        files.chown_tree(directory, str(tree), NOBODY, NOBODY)
+        return files.chown_tree(directory, str(tree), NOBODY, NOBODY, check)
     finally:
         os.close(directory)
 
@@ -214,8 +214,28 @@ def root_tree(tmp_path):
 def test_a_tree_is_handed_over_bottom_up_links_themselves_never_their_targets(tmp_path):
     tree, outside = root_tree(tmp_path)
     os.symlink(str(outside), str(tree / "lib" / "link"))
-    hand_over(tree)
+    assert hand_over(tree) is True
     assert set(owners(tree).values()) == {NOBODY} and os.lstat(str(outside)).st_uid == 0
+    assert hand_over(tree) is False and hand_over(tree, check=True) is False
+
+
+@pytest.mark.parametrize("entry", ["", "lib", "lib/site/x.py"])
+def test_check_mode_tells_whether_anything_would_be_handed_over_and_hands_nothing(tmp_path, entry):
+    tree, _outside = root_tree(tmp_path)
+    hand_over(tree)
+    os.lchown(str(tree / entry), 0, 0)
+    before = owners(tree)
+    assert hand_over(tree, check=True) is True and owners(tree) == before
+    assert hand_over(tree) is True and set(owners(tree).values()) == {NOBODY}
+
+
+def test_check_mode_refuses_a_hard_link_as_the_run_would(tmp_path):
+    tree, outside = root_tree(tmp_path)
+    os.link(str(outside), str(tree / "lib" / "linked"))
+    before = owners(tree)
+    with pytest.raises(files.FileRefused, match="has 2 hard links"):
+        hand_over(tree, check=True)
+    assert owners(tree) == before
 
 
 @pytest.mark.parametrize("uid, name", [(0, "root"), (1, "daemon")])
