@@ -11,6 +11,8 @@ import ansible.template
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import managed_files
+
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 # ansible-core 2.19 renders only trusted templates, which a playbook's own files are; older cores have no trust.
 TRUST = getattr(ansible.template, "trust_as_template", lambda text: text)
@@ -74,9 +76,11 @@ ML_STACK = dict(
                      "constraints": "torch===2.9.1+cu130\n",
                      "pip_conf": "[global]\nconstraint = /opt/ml-env.cu130-1/pins.txt\n"},
     __ml_stack_build=True, __ml_stack_dry_run=True, ml_stack_activate=True, __ml_stack_build_reasons=["new"],
-    __ml_stack_torch={}, __ml_stack_verdict={"explanation": "", "deliberate": [], "notes": []},
-    __ml_stack_owner="sglang",
+    __ml_stack_torch={}, __ml_stack_owner="sglang",
 )
+ML_STACK["__ml_stack_plan"]["pins"] = managed_files(ML_STACK["__ml_stack_plan"])
+ML_STACK["__ml_stack_verdict"] = {"explanation": "", "deliberate": [], "notes": [],
+                                  "files": managed_files(ML_STACK["__ml_stack_plan"], "")}
 
 
 def test_ml_stack_report_of_a_dry_run_has_a_null_torch_cuda():
@@ -97,14 +101,13 @@ def venv_files(path, name, block=None):
     vars and the task's own."""
     tasks = task_file("ml_stack/tasks/" + path)
     task = named(named(tasks, block)["block"] if block else tasks, name)
-    pins = task_file("ml_stack/vars/main.yml")["__ml_stack_pins"]
-    variables = dict(ML_STACK, **trusted(dict(task.get("vars", {}), __ml_stack_pins=pins)))
+    variables = dict(ML_STACK, **trusted(task.get("vars", {})))
     return render(task["blackwell.gpu_node.venv_files"]["files"], variables)
 
 
 def test_the_completion_marker_is_written_as_the_json_text_it_is_compared_with():
     files = venv_files("activate.yml", ACTIVATE)
-    assert files[-1]["content"] == ML_STACK["__ml_stack_plan"]["marker_text"]
+    assert files[-1] == {"name": ".complete", "content": ML_STACK["__ml_stack_plan"]["marker_text"], "root": False}
 
 
 def test_every_run_past_the_check_writes_the_pins_that_a_build_writes_before_pip():

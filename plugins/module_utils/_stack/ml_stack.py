@@ -433,10 +433,31 @@ def build_plan(settings, profile, host):
     )
     result["pip_conf"] = pip_conf(result["files"]["constraints"])
     result["marker_text"] = marker_text(result["marker"])
+    result["pins"] = managed_files(result)
     controller_path = settings.get("wheelhouse_controller_path")
     if offline and controller_path:
         result["download"] = _download(settings, profile, host, packages, main_index, pins)
     return result
+
+
+def managed_files(plan, explanation=None):
+    """Every file the role writes into the profile's virtualenv, declared once, as venv_files takes them: the
+    pins, root's so that the owner cannot edit them in place (the constraints file, and the pip.conf that makes
+    every pip run here read it), then, given the explanation of pip check that verification made, the files of a
+    verified virtualenv, the completion marker last: only a complete, verified, pinned virtualenv carries it.
+
+    install.yml writes the pins (the plan's "pins") before pip runs in a build; activate.yml writes them all (the
+    verdict's "files") on every run past the converged check, which compares each with the host."""
+    files = [
+        {"name": posixpath.basename(plan["files"]["constraints"]), "content": plan["constraints"], "root": True},
+        {"name": posixpath.basename(plan["files"]["pip_conf"]), "content": plan["pip_conf"], "root": True},
+    ]
+    if explanation is not None:
+        files += [
+            {"name": posixpath.basename(plan["files"]["pip_check"]), "content": explanation, "root": False},
+            {"name": posixpath.basename(plan["files"]["marker"]), "content": plan["marker_text"], "root": False},
+        ]
+    return files
 
 
 def marker_text(marker):
@@ -654,6 +675,7 @@ def verdict(plan, observed, gpus_required=True):
             problems.append("pip check reports problems the profile does not explain: %s" % " | ".join(unexpected))
         result["deliberate"] = deliberate
         result["explanation"] = pip_check_explanation(plan["profile"], deliberate)
+        result["files"] = managed_files(plan, result["explanation"])
     result.update(ok=not problems, problems=problems, notes=notes)
     return result
 
@@ -811,7 +833,8 @@ def observe_stack(settings, profile, scripts, run, user, user_name):
         inspected = None
     observed["inspected"] = inspected if isinstance(inspected, dict) and "modules" in inspected else {
         "error": stderr.strip() or "exit status %d" % rc}
-    observed["files"] = dict((name, file_state(plan["files"][name], FILE_LIMIT)) for name in ("marker", "constraints", "pip_conf", "pip_check"))
+    observed["files"] = dict((entry["name"], file_state(posixpath.join(plan["venv_dir"], entry["name"]), FILE_LIMIT))
+                             for entry in managed_files(plan, ""))
     observed["foreign_writable"] = _foreign_writable(plan["venv_dir"], venv_stat)
     return observed
 
@@ -831,7 +854,7 @@ def _foreign_writable(venv_dir, venv_stat):
     return {"first": problems[0] if problems else None, "complete": complete, "error": None}
 
 
-def _file_reasons(name, path, found, content, owner):
+def _file_reasons(path, found, content, owner):
     if found is None:
         return ["%s is missing or not a regular file" % path]
     if owner is not None and (found["uid"], found["gid"]) != (owner["uid"], owner["gid"]):
@@ -839,7 +862,7 @@ def _file_reasons(name, path, found, content, owner):
     if found["mode"] != FILE_MODE:
         return ["%s has mode %04o, not 0644" % (path, found["mode"])]
     if found["content"] != content:
-        return ["%s is not the %s the role writes" % (path, name)]
+        return ["%s is not what the role writes there" % path]
     return []
 
 
@@ -870,13 +893,9 @@ def stack_unconverged_reasons(observed, venv_owner, activate, keep, gpus_require
                                 gpus_required)
     reasons += result["verdict"]["problems"]
     owner = observed["owner"]
-    files, found = plan["files"], observed["files"]
-    reasons += _file_reasons("completion marker", files["marker"], found.get("marker"), plan["marker_text"], owner)
-    reasons += _file_reasons("explanation of pip check", files["pip_check"], found.get("pip_check"),
-                             result["verdict"]["explanation"], owner)
-    reasons += _file_reasons("constraints file", files["constraints"], found.get("constraints"), plan["constraints"],
-                             PINS_OWNER)
-    reasons += _file_reasons("pip.conf", files["pip_conf"], found.get("pip_conf"), plan["pip_conf"], PINS_OWNER)
+    for entry in result["verdict"]["files"]:
+        reasons += _file_reasons(posixpath.join(plan["venv_dir"], entry["name"]), observed["files"].get(entry["name"]),
+                                 entry["content"], PINS_OWNER if entry["root"] else owner)
     writable = observed["foreign_writable"]
     if writable["error"]:
         reasons.append(writable["error"])

@@ -40,7 +40,9 @@ def test_incomplete_decision_input_is_a_filter_error_not_a_crash():
 
 
 def test_the_verdict_filter_requires_gpus_unless_told_not_to():
-    plan = {"imports": ["sgl_kernel"], "cuda": "13.0", "versions": {}, "profile": "cu130"}
+    plan = {"imports": ["sgl_kernel"], "cuda": "13.0", "versions": {}, "profile": "cu130", "constraints": "",
+            "pip_conf": "", "marker_text": "{}\n", "files": dict((key, "/opt/ml-env.cu130-1/" + key) for key in (
+                "constraints", "pip_conf", "pip_check", "marker"))}
     error = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
     observed = {"verification": {"modules": {"sgl_kernel": {"ok": False, "error": error}}, "pip_check": []}}
     assert FILTERS["ml_stack_verdict"](plan, observed)["ok"] is False

@@ -18,6 +18,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack
     build_plan,
     converged_report,
     marker_text,
+    managed_files,
     observe_stack,
     stack_unconverged_reasons,
     verdict,
@@ -295,12 +296,12 @@ def link_to(target):
 
 
 HOST_CHANGES = [
-    (edit("marker", content=" "), "is not the completion marker the role writes"),
+    (edit("marker", content=" "), "ml-stack.json is not what the role writes there"),
     (edit("marker", remove=True), "it is not marked complete for this profile"),
     (edit("marker", mode=0o664), "has mode 0664, not 0644"),
-    (edit("pip_check", content="# edited\n"), "is not the explanation of pip check the role writes"),
+    (edit("pip_check", content="# edited\n"), "ml-stack-pip-check.txt is not what the role writes there"),
     (edit("pip_check", remove=True), "ml-stack-pip-check.txt is missing or not a regular file"),
-    (edit("constraints", content="torch\n"), "is not the constraints file the role writes"),
+    (edit("constraints", content="torch\n"), "ml-stack-constraints.txt is not what the role writes there"),
     (edit("pip_conf", mode=0o666), "pip.conf has mode 0666, not 0644"),
     (replace_with_link("pip_conf"), "pip.conf is missing or not a regular file"),
     (stack_change("versions", "flashinfer-python", "0.6.3"), "flashinfer-python is 0.6.3, the profile pins 0.6.4"),
@@ -325,6 +326,22 @@ def test_each_change_on_the_host_makes_it_act_naming_it(host, change, named):
     change(host)
     reasons = host.reasons()
     assert any(named in reason for reason in reasons), reasons
+
+
+def test_each_file_the_role_declares_edited_alone_is_named_and_nothing_else(host):
+    names = [entry["name"] for entry in managed_files(host.plan, "")]
+    assert names == ["ml-stack-constraints.txt", "pip.conf", "ml-stack-pip-check.txt", "ml-stack.json"]
+    for name in names:
+        path = os.path.join(host.plan["venv_dir"], name)
+        with open(path) as handle:
+            kept = handle.read()
+        # A blank line: the marker still parses as the same marker, and every file differs from what is declared.
+        with open(path, "a") as handle:
+            handle.write("\n")
+        assert host.reasons() == ["%s is not what the role writes there" % path]
+        with open(path, "w") as handle:
+            handle.write(kept)
+        assert host.reasons() == []
 
 
 def test_a_virtualenv_of_another_user_makes_it_act(host):
