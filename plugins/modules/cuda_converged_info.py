@@ -27,6 +27,10 @@ description:
     repository's list, the keyring and the files of O(registration_files) without following links,
     C(/etc/ld.so.conf.d), and what the linker resolves for CUDA's runtime and NVRTC (by running O(linked_script)
     with the module's interpreter).
+  - What the role keeps on the host (packages, its state directory, the keyring, the repository's list, the
+    C(cuda) alternative, C(/usr/local/cuda), the registration files) is declared once, in RV(managed); the check
+    reads and compares exactly those, beside what the role's tasks check (the keyring's key, the revoked keys,
+    the repository's versions, stale linker entries, the linker's resolution).
   - RV(converged) is true only when everything is as the role leaves it. Anything else, or anything it cannot
     observe, is a reason in RV(reasons), and the role then runs all its tasks, whose checks name the problem.
   - The driver's and Fabric Manager's tasks are not covered; the role runs them whatever this module returns.
@@ -179,6 +183,24 @@ adopted:
     a CUDA runtime in O(cuda_home), and O(toolkit_package) not installed by dpkg).
   returned: always
   type: bool
+managed:
+  description:
+    - Everything the role keeps on this host, each once, in the order its tasks keep it; the check compares
+      exactly these with the host.
+    - Each has a C(kind) (C(package), C(directory), C(file), C(alternative) or C(link)), the C(part) of the role
+      that keeps it (C(repository), C(toolkit) or C(registration)), its C(path) or C(name), and what the role
+      leaves there (C(version) and dpkg's C(selection) of a package, the C(mode) of a directory or of a file, the
+      C(value) of an alternative, the C(target) of a link). A file is root's; its content is not returned.
+    - The repository's and the toolkit's are left out where the role adopts the CUDA it found, and the
+      registration's where O(registered) is false.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "package", "part": "toolkit", "name": "cuda-toolkit-13-0", "version": "13.0.1-1",
+            "selection": "hold"},
+           {"kind": "link", "part": "registration", "path": "/usr/local/cuda", "target": "/etc/alternatives/cuda"},
+           {"kind": "file", "part": "registration", "path": "/etc/profile.d/blackwell-gpu-node-cuda.sh",
+            "mode": "0644"}]
 linked:
   description: What the linker resolves for CUDA's runtime and NVRTC, as the role's verification reads it; null
     when O(registered) is false or it could not be read.
@@ -214,6 +236,7 @@ from ansible.module_utils.facts.compat import ansible_facts
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
     adopted,
+    managed,
     observe_host,
     platform_settings,
     unconverged_reasons,
@@ -271,6 +294,9 @@ def main():
         converged=not reasons,
         reasons=reasons,
         adopted=adopted(settings, observed),
+        # Contents stay out: the keyring's are bytes, and the files' are the role's own templates.
+        managed=[dict((name, value) for name, value in thing.items() if name != "content")
+                 for thing in managed(settings, observed)],
         linked=observed["linked"],
         platform=dict((name, settings[name]) for name in ("os_id", "architecture", "repo_architecture")),
         repository=settings["repository"],

@@ -145,3 +145,42 @@ def test_a_list_and_key_changed_by_hand_are_repaired_leaving_no_copy_behind(run_
     assert fresh.file(KEYRING_PATH).sha256sum == fresh.file(EXPORTED_KEY_PATH).sha256sum
     # copy's backups (NAME.PID.DATE~) of the list and key it replaced served a failed change's rescue alone.
     assert fresh.check_output("find /etc/apt/sources.list.d /usr/share/keyrings -name '*~'") == ""
+
+
+# One change behind the role's back for each kind of thing it keeps, made as an administrator would make it.
+DRIFTS = dict(
+    # Removing the toolkit would leave a CUDA to adopt: its selection changes instead.
+    package=lambda host, thing: host.check_output(
+        "apt-mark %s %s", "unhold" if thing["selection"] == "hold" else "hold", thing["name"])
+    if "selection" in thing else host.check_output("dpkg --remove --force-depends %s", thing["name"]),
+    directory=lambda host, thing: host.check_output("chmod 0700 %s", thing["path"]),
+    file=lambda host, thing: host.check_output("printf '# edited by hand\\n' >> %s", thing["path"]),
+    alternative=lambda host, thing: host.check_output("update-alternatives --remove %s %s", thing["name"],
+                                                      thing["value"]),
+    link=lambda host, thing: host.check_output("ln -sfn /tmp %s", thing["path"]),
+)
+
+
+def names(reason, thing):
+    if thing["kind"] == "alternative":
+        return reason.startswith("the %s alternative " % thing["name"])
+    return reason.startswith(thing.get("path", thing.get("name")) + " ") or reason.startswith(
+        thing.get("path", thing.get("name")) + "'s ")
+
+
+def test_each_thing_the_role_declares_changed_alone_is_noticed_and_repaired(run_role, fresh):
+    # The list is the role's own declaration, as its check returns it: a thing the role starts to keep is changed
+    # here too, with no change to this test.
+    declared = run_role()[CHECK]["managed"]
+    assert {thing["kind"] for thing in declared} == set(DRIFTS) and len(declared) == 10, declared
+    repaired = None
+    for thing in declared:
+        DRIFTS[thing["kind"]](fresh, thing)
+        tasks = run_role()
+        reasons = tasks[CHECK]["reasons"]
+        assert any(names(reason, thing) for reason in reasons), (thing, reasons)
+        # The run before repaired its own change: this run's check no longer names it.
+        assert repaired is None or not any(names(reason, repaired) for reason in reasons), (repaired, reasons)
+        assert any(task.get("changed") for task in tasks.values()), thing
+        repaired = thing
+    assert converged(run_role())

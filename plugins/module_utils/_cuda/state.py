@@ -5,7 +5,8 @@
 """Whether the cuda role has nothing to do on a host: its preflight would pass, and the repository, the toolkit,
 the registration with the linker and login shells, and the linker's proof are all as its tasks leave them.
 
-``observe_host`` asks the host (commands through ``run``, files read without following links);
+``managed`` declares, once, everything the role keeps on a host; ``observe_host`` asks the host (commands
+through ``run``, files read without following links) for those and for what the role's tasks check;
 ``unconverged_reasons`` decides from the settings and that observation alone, so that the unit tests reach every
 decision without a host. Anything unexpected or unobserved is a reason: the role then runs every task as before,
 and its checks say what is wrong in their own words.
@@ -96,7 +97,8 @@ def _apt_key_ids(output):
 
 
 def observe_host(settings, run, python):
-    """Everything ``unconverged_reasons`` needs, read from the host; changes nothing.
+    """Everything ``unconverged_reasons`` needs, read from the host; changes nothing. What the role manages is
+    read as ``managed`` declares it, once the facts the declaration depends on are known.
 
     run: a command runner returning (rc, stdout, stderr), like AnsibleModule.run_command, taking an argv list.
     python: the interpreter that runs the role's linker script, as verify.yml runs it.
@@ -107,12 +109,17 @@ def observe_host(settings, run, python):
     _rc, out, _err = run(query + list(REPOSITORY_TOOLS))
     observed = dict(packages=_packages(out), runtime_exists=os.path.exists(
         "%s/lib64/libcudart.so.%s" % (settings["cuda_home"], major)))
+    rc, out, _err = run(["update-alternatives", "--query", "cuda"])
+    observed["alternative"] = out.splitlines() if rc == 0 else None
+    declared = managed(settings, observed)
+    observed["files"] = dict((path, observed_file(path)) for path in sorted(
+        set(thing["path"] for thing in declared if thing["kind"] == "file") | set([settings["exported_key"]])))
+    observed["directories"] = dict((thing["path"], _directory_mode(thing["path"]))
+                                   for thing in declared if thing["kind"] == "directory")
+    observed["links"] = dict((thing["path"], os.readlink(thing["path"]) if os.path.islink(thing["path"]) else None)
+                             for thing in declared if thing["kind"] == "link")
     _rc, out, _err = run(["apt-cache", "madison", package])
     observed["available"] = [line.split("|")[1].strip() for line in out.splitlines() if line.count("|") >= 2]
-    observed["state_dir_mode"] = _directory_mode(settings["state_dir"])
-    observed["files"] = dict((path, observed_file(path)) for path in
-                             sorted(set([settings["repository"]["list_path"]]) | set(settings["registration_files"])
-                                    | set([settings["keyring"], settings["exported_key"]])))
     rc, out, _err = run(["gpg", "--batch", "--no-default-keyring", "--show-keys", "--with-colons",
                          settings["keyring"]])
     observed["keyring_colons"] = out if rc == 0 else None
@@ -120,9 +127,6 @@ def observe_host(settings, run, python):
     if settings["revoked_key_ids"]:
         rc, out, _err = run(["apt-key", "adv", "--list-public-keys", "--with-colons"])
         observed["apt_key_ids"] = _apt_key_ids(out) if rc == 0 else None
-    rc, out, _err = run(["update-alternatives", "--query", "cuda"])
-    observed["alternative"] = out.splitlines() if rc == 0 else None
-    observed["usr_local_cuda"] = os.readlink(USR_LOCAL_CUDA) if os.path.islink(USR_LOCAL_CUDA) else None
     try:
         files, undecodable = read_conf_files(settings["linker_conf_dir"])
     except OSError:
@@ -176,22 +180,93 @@ def _preflight_reasons(settings):
     return reasons
 
 
-def _file_reasons(expected, observed):
-    """Each file must be a regular file, root's, mode 0644, with exactly the bytes the role writes (text is
-    written as UTF-8)."""
-    reasons = []
-    for path in sorted(expected):
-        found = observed.get(path)
-        if found is None:
-            reasons.append("%s is missing" % path)
-        elif not found["regular"]:
-            reasons.append("%s is not a regular file" % path)
-        elif found["uid"] != 0 or found["mode"] != "0644":
-            reasons.append("%s is owned by uid %d with mode %s, not root's with 0644"
-                           % (path, found["uid"], found["mode"]))
-        elif found["data"] != (expected[path].encode("utf-8") if isinstance(expected[path], str) else expected[path]):
-            reasons.append("%s differs from what the role writes" % path)
-    return reasons
+def managed(settings, observed):
+    """Everything the role keeps on this host, each thing once, in the order its tasks make it so.
+
+    The converged check reads and compares exactly these (``unconverged_reasons``); the cuda scenario's drift step
+    changes each behind the role's back, one at a time, and expects the next run to notice and repair it. A thing
+    added to the role's tasks is added here, or the check and the drift step never see it.
+
+    Each is a dict: ``kind`` (package, directory, file, alternative, link), ``part`` (repository, toolkit or
+    registration: the role's tasks that keep it), its ``path`` or ``name``, and what the role leaves there:
+    a package installed (at ``version``, with dpkg's ``selection``), a directory's or a root file's ``mode``, a
+    file's ``content`` (bytes or text written as UTF-8), an alternative's ``value``, a link's ``target``.
+    """
+    things = []
+    if not adopted(settings, observed):
+        things.extend(dict(kind="package", part="repository", name=tool) for tool in REPOSITORY_TOOLS)
+        exported = (observed.get("files") or {}).get(settings["exported_key"]) or {}
+        things.extend([
+            dict(kind="directory", part="repository", path=settings["state_dir"], mode="0755"),
+            # A copy of the key gpg exported from the download: the same bytes, or the copy would change it.
+            dict(kind="file", part="repository", path=settings["keyring"], mode="0644", content=exported.get("data")),
+            dict(kind="file", part="repository", path=settings["repository"]["list_path"], mode="0644",
+                 content=settings["repository"]["list_content"]),
+            dict(kind="package", part="toolkit", name=settings["toolkit_package"],
+                 version=settings["toolkit_version"], selection="hold" if settings["hold"] else "install"),
+        ])
+    if settings["registered"]:
+        # The alternative's Value is read from its own link: /usr/local/cuda may point elsewhere all the same.
+        if observed["alternative"] is not None:
+            things.append(dict(kind="alternative", part="registration", name="cuda", value=settings["cuda_home"]))
+        things.append(dict(kind="link", part="registration", path=USR_LOCAL_CUDA,
+                           target=settings["cuda_home"] if observed["alternative"] is None else ALTERNATIVE_LINK))
+        things.extend(dict(kind="file", part="registration", path=path, mode="0644", content=content)
+                      for path, content in sorted(settings["registration_files"].items()))
+    return things
+
+
+def _package_reasons(thing, observed):
+    name = thing["name"]
+    if "version" not in thing:
+        return [] if INSTALLED.fullmatch(observed["packages"].get(name, ("", ""))[0]) else ["%s is not installed" % name]
+    status, installed = observed["packages"].get(name, ("not known to dpkg", ""))
+    if not INSTALLED.fullmatch(status) or installed != thing["version"]:
+        return ["%s is %s at %r, not installed at %s" % (name, status, installed, thing["version"])]
+    if status.split(" ")[0] != thing["selection"]:
+        return ["%s's selection is %s, cuda_hold is %s" % (name, status.split(" ")[0], thing["selection"] == "hold")]
+    return []
+
+
+def _directory_reasons(thing, observed):
+    if observed["directories"].get(thing["path"]) != thing["mode"]:
+        return ["%s is not a directory with mode %s" % (thing["path"], thing["mode"])]
+    return []
+
+
+def _file_reasons(thing, observed):
+    """A regular file, root's, with the mode and exactly the bytes the role writes (text is written as UTF-8)."""
+    path, found = thing["path"], observed["files"].get(thing["path"])
+    content = thing["content"].encode("utf-8") if isinstance(thing["content"], str) else thing["content"]
+    if found is None:
+        return ["%s is missing" % path]
+    if not found["regular"]:
+        return ["%s is not a regular file" % path]
+    if found["uid"] != 0 or found["mode"] != thing["mode"]:
+        return ["%s is owned by uid %d with mode %s, not root's with %s"
+                % (path, found["uid"], found["mode"], thing["mode"])]
+    if found["data"] != content:
+        return ["%s differs from what the role writes" % path]
+    return []
+
+
+def _alternative_reasons(thing, observed):
+    return ["the %s alternative lacks '%s'" % (thing["name"], line)
+            for line in ("Alternative: " + thing["value"], "Value: " + thing["value"])
+            if line not in observed["alternative"]]
+
+
+def _link_reasons(thing, observed):
+    found = observed["links"].get(thing["path"])
+    if found is None:
+        return ["%s is not a link (to %s)" % (thing["path"], thing["target"])]
+    if found != thing["target"]:
+        return ["%s links to %s, not to %s" % (thing["path"], found, thing["target"])]
+    return []
+
+
+KIND_REASONS = dict(package=_package_reasons, directory=_directory_reasons, file=_file_reasons,
+                    alternative=_alternative_reasons, link=_link_reasons)
 
 
 def _revoked_reasons(settings, observed):
@@ -209,60 +284,25 @@ def _revoked_reasons(settings, observed):
 
 
 def _repository_reasons(settings, observed):
-    """repository.yml: its tools installed, its state directory, the keyring exactly the pinned key as exported,
-    the list as the role writes it, no revoked key trusted."""
+    """What repository.yml and toolkit.yml check beyond the things they keep: the keyring holds exactly the pinned
+    key, no revoked key is trusted, the repository offers the toolkit's version."""
     reasons = []
-    for tool in REPOSITORY_TOOLS:
-        if not INSTALLED.fullmatch(observed["packages"].get(tool, ("", ""))[0]):
-            reasons.append("%s is not installed" % tool)
-    if observed["state_dir_mode"] != "0755":
-        reasons.append("%s is not a directory with mode 0755" % settings["state_dir"])
-    files = observed["files"]
-    # The keyring is a copy of the key gpg exported from the download: the same bytes, or the copy would change it.
-    reasons.extend(_file_reasons({settings["keyring"]: (files.get(settings["exported_key"]) or {}).get("data")},
-                                 files))
     if observed["keyring_colons"] is None:
         reasons.append("gpg could not read %s" % settings["keyring"])
     else:
         reasons.extend(repository_key_problems(observed["keyring_colons"], settings["key_fingerprint"],
                                                settings["keyring"]))
-    reasons.extend(_file_reasons({settings["repository"]["list_path"]: settings["repository"]["list_content"]}, files))
     reasons.extend(_revoked_reasons(settings, observed))
-    return reasons
-
-
-def _toolkit_reasons(settings, observed):
-    """toolkit.yml: the version in the repository, installed exactly, held or not as cuda_hold asks."""
-    package, version = settings["toolkit_package"], settings["toolkit_version"]
-    reasons = []
-    if version not in observed["available"]:
-        reasons.append("%s=%s is not in the repository's lists" % (package, version))
-    status, installed = observed["packages"].get(package, ("not known to dpkg", ""))
-    if not INSTALLED.fullmatch(status) or installed != version:
-        reasons.append("%s is %s at %r, not installed at %s" % (package, status, installed, version))
-    elif status.split(" ")[0] != ("hold" if settings["hold"] else "install"):
-        reasons.append("%s's selection is %s, cuda_hold is %s" % (package, status.split(" ")[0], settings["hold"]))
+    if settings["toolkit_version"] not in observed["available"]:
+        reasons.append("%s=%s is not in the repository's lists" % (settings["toolkit_package"],
+                                                                   settings["toolkit_version"]))
     return reasons
 
 
 def _registration_reasons(settings, observed):
-    """register.yml and verify.yml: /usr/local/cuda on cuda_home (through the cuda alternative where there is one),
-    the linker's and shells' files, no stale entry, and the linker resolving CUDA's runtime and NVRTC of the stack's
-    version into cuda_home."""
-    home = settings["cuda_home"]
+    """What register.yml and verify.yml check beyond the things they keep: no linker entry of another CUDA major
+    version, and the linker resolving CUDA's runtime and NVRTC of the stack's version into cuda_home."""
     reasons = []
-    # The alternative's Value is read from its own link: /usr/local/cuda may point elsewhere all the same.
-    wanted_link = home
-    if observed["alternative"] is not None:
-        wanted_link = ALTERNATIVE_LINK
-        for line in ("Alternative: " + home, "Value: " + home):
-            if line not in observed["alternative"]:
-                reasons.append("the cuda alternative lacks '%s'" % line)
-    if observed["usr_local_cuda"] is None:
-        reasons.append("%s is not a link (to %s)" % (USR_LOCAL_CUDA, wanted_link))
-    elif observed["usr_local_cuda"] != wanted_link:
-        reasons.append("%s links to %s, not to %s" % (USR_LOCAL_CUDA, observed["usr_local_cuda"], wanted_link))
-    reasons.extend(_file_reasons(settings["registration_files"], observed["files"]))
     if observed["stale_linker_entries"] is None:
         reasons.append("%s could not be read" % settings["linker_conf_dir"])
     for stale in observed["stale_linker_entries"] or []:
@@ -294,9 +334,10 @@ def _linked_reasons(settings, linked):
 def unconverged_reasons(settings, observed):
     """Why the role's tasks must run on this host; empty when every one of them would change nothing."""
     reasons = _preflight_reasons(settings)
+    for thing in managed(settings, observed):
+        reasons.extend(KIND_REASONS[thing["kind"]](thing, observed))
     if not adopted(settings, observed):
         reasons.extend(_repository_reasons(settings, observed))
-        reasons.extend(_toolkit_reasons(settings, observed))
     if settings["registered"]:
         reasons.extend(_registration_reasons(settings, observed))
     return reasons

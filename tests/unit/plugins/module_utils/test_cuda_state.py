@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
     adopted,
+    managed,
     observed_file,
     observe_host,
     platform_settings,
@@ -23,6 +24,8 @@ LINKER_CONF = "/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf"
 PROFILE = "/etc/profile.d/blackwell-gpu-node-cuda.sh"
 KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 EXPORTED = "/var/lib/blackwell-gpu-node/cuda/cuda-repository-key.gpg"
+STATE_DIR = "/var/lib/blackwell-gpu-node/cuda"
+USR_LOCAL_CUDA = "/usr/local/cuda"
 FACTS = {"distribution": "Debian", "distribution_version": "12.8", "architecture": "x86_64"}
 
 
@@ -66,7 +69,7 @@ def base_observed():
                   "ca-certificates": ("install ok installed", "2023")},
         runtime_exists=True,
         available=["13.0.2-1", "13.0.1-1"],
-        state_dir_mode="0755",
+        directories={"/var/lib/blackwell-gpu-node/cuda": "0755"},
         files={
             LIST: regular(b"deb [signed-by=%s] file:///srv/repos/debian12/x86_64/ /\n" % KEYRING.encode()),
             KEYRING: regular(KEY_BYTES),
@@ -78,7 +81,7 @@ def base_observed():
         apt_key_ids=["648ACFD622F3D138", "0E98404D386FA1D9"],
         alternative=["Name: cuda", "Link: /usr/local/cuda", "Value: " + HOME, "", "Alternative: " + HOME,
                      "Priority: 130"],
-        usr_local_cuda="/etc/alternatives/cuda",
+        links={"/usr/local/cuda": "/etc/alternatives/cuda"},
         stale_linker_entries=[],
         undecodable_linker_files=[],
         linked={"cache": {"libcudart.so.13": [HOME + "/targets/x86_64-linux/lib/libcudart.so.13.0.96"],
@@ -200,8 +203,8 @@ HOST_CHANGES = [
     (lambda observed: observed["packages"].update({"cuda-toolkit-13-0": ("install ok installed", "13.0.1-1")}),
      "selection is install, cuda_hold is True"),
     (lambda observed: observed.update(available=[]), "not in the repository's lists"),
-    (lambda observed: observed.update(state_dir_mode="0700"), "is not a directory with mode 0755"),
-    (lambda observed: observed.update(state_dir_mode=None), "is not a directory with mode 0755"),
+    (lambda observed: observed["directories"].update({STATE_DIR: "0700"}), "is not a directory with mode 0755"),
+    (lambda observed: observed["directories"].update({STATE_DIR: None}), "is not a directory with mode 0755"),
     (set_file(LIST, data=b"deb http://elsewhere/ /\n"), LIST + " differs"),
     (set_file(LIST, mode="0664"), LIST + " is owned by uid 0 with mode 0664"),
     (set_file(LIST, uid=1000), LIST + " is owned by uid 1000"),
@@ -218,14 +221,14 @@ HOST_CHANGES = [
     (lambda observed: observed["alternative"].remove("Alternative: " + HOME), "lacks 'Alternative: %s'" % HOME),
     (lambda observed: observed.update(alternative=None),
      "/usr/local/cuda links to /etc/alternatives/cuda, not to " + HOME),
-    (lambda observed: observed.update(alternative=None, usr_local_cuda=None), "/usr/local/cuda is not a link (to %s)"
+    (lambda observed: observed.update(alternative=None, links={USR_LOCAL_CUDA: None}), "/usr/local/cuda is not a link (to %s)"
      % HOME),
     # The alternative's Value is its own link's: /usr/local/cuda pointed elsewhere by hand leaves it as it was.
-    (lambda observed: observed.update(usr_local_cuda="/usr/local/cuda-12.8"),
+    (lambda observed: observed["links"].update({USR_LOCAL_CUDA: "/usr/local/cuda-12.8"}),
      "/usr/local/cuda links to /usr/local/cuda-12.8, not to /etc/alternatives/cuda"),
-    (lambda observed: observed.update(usr_local_cuda=HOME), "/usr/local/cuda links to %s, not to "
+    (lambda observed: observed["links"].update({USR_LOCAL_CUDA: HOME}), "/usr/local/cuda links to %s, not to "
      "/etc/alternatives/cuda" % HOME),
-    (lambda observed: observed.update(usr_local_cuda=None),
+    (lambda observed: observed["links"].update({USR_LOCAL_CUDA: None}),
      "/usr/local/cuda is not a link (to /etc/alternatives/cuda)"),
     (set_file(LINKER_CONF, data=b"/opt/other/lib64\n"), LINKER_CONF + " differs"),
     (set_file(PROFILE, mode="0755"), PROFILE + " is owned by uid 0 with mode 0755"),
@@ -256,7 +259,7 @@ def test_each_difference_on_the_host_makes_the_role_act_naming_it(change, said):
 
 def test_without_an_alternative_usr_local_cuda_links_to_cuda_home():
     observed = base_observed()
-    observed.update(alternative=None, usr_local_cuda=HOME)
+    observed.update(alternative=None, links={USR_LOCAL_CUDA: HOME})
     assert reasons_for(observed=observed) == []
 
 
@@ -303,6 +306,60 @@ def test_adoption_is_for_a_runtime_dpkg_did_not_install_as_the_toolkit(status, e
     assert not adopted(changed_setting("adopt_existing", False), observed)
     observed["runtime_exists"] = False
     assert not adopted(base_settings(), observed)
+
+
+def declared_names(settings=None, observed=None):
+    return [(thing["kind"], thing.get("path", thing.get("name")))
+            for thing in managed(settings or base_settings(), observed or base_observed())]
+
+
+def test_the_role_declares_each_thing_it_keeps_once_in_the_order_its_tasks_keep_them():
+    assert declared_names() == [
+        ("package", "gpg"), ("package", "ca-certificates"), ("directory", STATE_DIR), ("file", KEYRING),
+        ("file", LIST), ("package", "cuda-toolkit-13-0"), ("alternative", "cuda"),
+        ("link", USR_LOCAL_CUDA), ("file", LINKER_CONF), ("file", PROFILE)]
+    toolkit = managed(base_settings(), base_observed())[5]
+    assert (toolkit["version"], toolkit["selection"], toolkit["part"]) == ("13.0.1-1", "hold", "toolkit")
+    assert managed(changed_setting("hold", False), base_observed())[5]["selection"] == "install"
+    # The keyring is the exported key's copy; the link goes through the alternative where there is one.
+    assert managed(base_settings(), base_observed())[3]["content"] == KEY_BYTES
+    assert managed(base_settings(), base_observed())[7]["target"] == "/etc/alternatives/cuda"
+
+
+def test_what_the_role_declares_follows_adoption_registration_and_the_alternative():
+    observed = base_observed()
+    observed["alternative"] = None
+    assert declared_names(observed=observed)[6:] == [("link", USR_LOCAL_CUDA), ("file", LINKER_CONF),
+                                                     ("file", PROFILE)]
+    assert managed(base_settings(), observed)[6]["target"] == HOME
+    assert [name for kind, name in declared_names(settings=changed_setting("registered", False))] == [
+        "gpg", "ca-certificates", STATE_DIR, KEYRING, LIST, "cuda-toolkit-13-0"]
+    observed = base_observed()
+    observed["packages"].pop("cuda-toolkit-13-0")
+    assert declared_names(observed=observed) == [("alternative", "cuda"), ("link", USR_LOCAL_CUDA),
+                                                 ("file", LINKER_CONF), ("file", PROFILE)]
+
+
+# One change behind the role's back for each kind of thing it keeps, as the cuda scenario's drift step makes it.
+DRIFTS = dict(
+    # Removing the toolkit would leave a CUDA to adopt: its selection changes instead.
+    package=lambda observed, thing: observed["packages"].update({thing["name"]: (
+        "install ok installed", thing["version"]) if thing.get("selection") == "hold" else ("", "")}),
+    directory=lambda observed, thing: observed["directories"].update({thing["path"]: "0700"}),
+    file=lambda observed, thing: observed["files"][thing["path"]].update(data=b"edited\n"),
+    alternative=lambda observed, thing: observed["alternative"].remove("Value: " + thing["value"]),
+    link=lambda observed, thing: observed["links"].update({thing["path"]: "/tmp"}),
+)
+
+
+@pytest.mark.parametrize("index", range(len(managed(base_settings(), base_observed()))))
+def test_each_thing_the_role_declares_changed_alone_is_named_and_nothing_else(index):
+    thing = managed(base_settings(), base_observed())[index]
+    observed = base_observed()
+    DRIFTS[thing["kind"]](observed, thing)
+    reasons = reasons_for(observed=observed)
+    named = thing.get("path", thing.get("name"))
+    assert reasons and all(named in reason for reason in reasons), reasons
 
 
 def test_the_file_state_never_follows_a_link(tmp_path):
@@ -354,7 +411,7 @@ def test_observe_host_reads_the_commands_and_files(tmp_path):
                                     "gpg": ("install ok installed", "2.2")}
     assert observed["runtime_exists"] is False
     assert observed["available"] == ["13.0.2-1", "13.0.1-1"]
-    assert observed["state_dir_mode"] == "0755"
+    assert observed["directories"] == {str(state_dir): "0755"}
     assert observed["keyring_colons"] == KEY_COLONS
     assert observed["apt_key_ids"] == ["F60F4B3D7FA2AF80", "AAAA"]
     assert observed["alternative"] is None
@@ -368,14 +425,16 @@ def test_observe_host_reads_the_commands_and_files(tmp_path):
 
 
 def test_observe_host_asks_only_what_the_settings_need(tmp_path):
-    settings = dict(base_settings(), linker_conf_dir=str(tmp_path / "missing"), revoked_key_ids=[], registered=False)
+    # No CUDA in cuda_home to adopt, whatever the machine running the test has: the repository's things are declared.
+    settings = dict(base_settings(), linker_conf_dir=str(tmp_path / "missing"), revoked_key_ids=[], registered=False,
+                    cuda_home=str(tmp_path / "cuda"), state_dir=str(tmp_path / "state"))
     host = FakeHost({"update-alternatives": (0, "Name: cuda\nValue: /x\n", ""), "python3": (0, "not json", "")})
     observed = observe_host(settings, host, "python3")
-    assert [argv[0] for argv in host.argvs] == ["dpkg-query", "apt-cache", "gpg", "update-alternatives"]
+    assert [argv[0] for argv in host.argvs] == ["dpkg-query", "update-alternatives", "apt-cache", "gpg"]
     assert observed["apt_key_ids"] is None and observed["linked"] is None
     assert observed["alternative"] == ["Name: cuda", "Value: /x"]
     assert observed["stale_linker_entries"] is None
-    assert observed["state_dir_mode"] is None
+    assert observed["directories"] == {str(tmp_path / "state"): None}
     assert observed["keyring_colons"] is None or isinstance(observed["keyring_colons"], str)
 
 
