@@ -219,7 +219,9 @@ def managed(settings, observed):
 def _package_reasons(thing, observed):
     name = thing["name"]
     if "version" not in thing:
-        return [] if INSTALLED.fullmatch(observed["packages"].get(name, ("", ""))[0]) else ["%s is not installed" % name]
+        # apt's state=present leaves an installed package's selection as it is: so does the check.
+        status = observed["packages"].get(name, ("", ""))[0]
+        return [] if INSTALLED_BY_DPKG.fullmatch(status) else ["%s is not installed" % name]
     status, installed = observed["packages"].get(name, ("not known to dpkg", ""))
     if not INSTALLED.fullmatch(status) or installed != thing["version"]:
         return ["%s is %s at %r, not installed at %s" % (name, status, installed, thing["version"])]

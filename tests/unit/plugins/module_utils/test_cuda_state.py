@@ -196,7 +196,7 @@ def set_file(path, **fields):
 # Each way the host can differ from what the role leaves, and a word its reason holds.
 HOST_CHANGES = [
     (lambda observed: observed["packages"].pop("gpg"), "gpg is not installed"),
-    (lambda observed: observed["packages"].update({"ca-certificates": ("deinstall ok installed", "1")}),
+    (lambda observed: observed["packages"].update({"ca-certificates": ("deinstall ok config-files", "1")}),
      "ca-certificates is not installed"),
     (lambda observed: observed["packages"].update({"cuda-toolkit-13-0": ("hold ok installed", "13.0.0-1")}),
      "not installed at 13.0.1-1"),
@@ -255,6 +255,12 @@ HOST_CHANGES = [
 def test_each_difference_on_the_host_makes_the_role_act_naming_it(change, said):
     reasons = reasons_for(observed=changed_observation(change))
     assert reasons and any(said in reason for reason in reasons), reasons
+
+
+def test_a_tool_the_role_installs_keeps_the_selection_its_administrator_gave_it():
+    observed = base_observed()
+    observed["packages"]["gpg"] = ("deinstall ok installed", "2.2")
+    assert reasons_for(observed=observed) == []
 
 
 def test_without_an_alternative_usr_local_cuda_links_to_cuda_home():
