@@ -99,6 +99,13 @@ written:
   returned: always
   type: list
   elements: str
+managed:
+  description: The full path of each file of O(files) in the virtualenv's site-packages, where the role keeps
+    them; empty when the interpreter could not be inspected.
+  returned: always
+  type: list
+  elements: str
+  sample: [/opt/ml-env/lib/python3.11/site-packages/00-blackwell-gpu-node-env.pth]
 hook:
   description: The file the interpreter imported the environment from, or null.
   returned: always
@@ -148,8 +155,10 @@ def main():
 
     observed = observe_venv(venv_path, params["script"], list(environment), run)
     reasons = unconverged_reasons(observed, environment, files)
+    site_packages = (observed.get("venv") or {}).get("purelib")
     result = dict(changed=False, converged=not reasons, reasons=reasons, written=[],
-                  hook=(observed.get("venv") or {}).get("hook"))
+                  hook=(observed.get("venv") or {}).get("hook"),
+                  managed=[os.path.join(site_packages, name) for name in sorted(files)] if site_packages else [])
     if not params["render"] or not reasons:
         module.exit_json(**result)
     if observed.get("error"):
@@ -158,7 +167,6 @@ def main():
         names = to_write(venv_path, observed, files)
     except VenvRefused as exc:
         module.fail_json(msg="%s.%s" % (exc, UNCHANGED), **result)
-    site_packages = observed["venv"]["purelib"]
     result.update(changed=bool(names), written=[os.path.join(site_packages, name) for name in names])
     if module._diff:
         result["diff"] = [dict(before_header=path, after_header=path,
