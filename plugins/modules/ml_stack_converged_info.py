@@ -124,12 +124,25 @@ report:
     torch_cuda: "13.0"
     deliberate_pip_check: []
     notes: []
+managed:
+  description:
+    - The files the role keeps in the profile's virtualenv, each once, as the check compared them (its full
+      C(path), and C(root) when they are root's rather than the virtualenv owner's); the role's tasks write exactly
+      these.
+    - Empty when the virtualenv is to be built, which writes them all.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/home/sglang/ml-env.cu130-1a2b3c4d/pip.conf", "root": true},
+           {"path": "/home/sglang/ml-env.cu130-1a2b3c4d/ml-stack.json", "root": false}]
 kept:
   description: The old virtualenvs kept besides the current one (with O(keep) set), newest first.
   returned: always
   type: list
   elements: str
 """
+
+import posixpath
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -170,7 +183,11 @@ def main():
                                         params["keep"], params["gpus_required"])
     reasons = checked["reasons"]
     report = None if reasons else converged_report(observed, params["activate"], checked)
-    module.exit_json(changed=False, converged=not reasons, reasons=reasons, report=report, kept=checked["kept"])
+    venv_dir = (observed.get("plan") or {}).get("venv_dir")
+    managed = [dict(path=posixpath.join(venv_dir, entry["name"]), root=entry["root"])
+               for entry in checked["verdict"].get("files", [])]
+    module.exit_json(changed=False, converged=not reasons, reasons=reasons, report=report, kept=checked["kept"],
+                     managed=managed)
 
 
 if __name__ == "__main__":
