@@ -190,17 +190,21 @@ managed:
     - Each has a C(kind) (C(package), C(directory), C(file), C(alternative) or C(link)), the C(part) of the role
       that keeps it (C(repository), C(toolkit) or C(registration)), its C(path) or C(name), and what the role
       leaves there (C(version) and dpkg's C(selection) of a package, the C(mode) of a directory or of a file, the
-      C(value) of an alternative, the C(target) of a link). A file is root's; its content is not returned.
+      C(value) of an alternative, the C(target) of a link). A file is root's, with its C(content), or the
+      C(source) file on the host it is a copy of (for the keyring, the key exported from the download).
     - The repository's and the toolkit's are left out where the role adopts the CUDA it found, and the
       registration's where O(registered) is false.
+    - The role's repository and toolkit tasks keep exactly the things of their part, as listed here.
   returned: always
   type: list
   elements: dict
   sample: [{"kind": "package", "part": "toolkit", "name": "cuda-toolkit-13-0", "version": "13.0.1-1",
             "selection": "hold"},
            {"kind": "link", "part": "registration", "path": "/usr/local/cuda", "target": "/etc/alternatives/cuda"},
-           {"kind": "file", "part": "registration", "path": "/etc/profile.d/blackwell-gpu-node-cuda.sh",
-            "mode": "0644"}]
+           {"kind": "file", "part": "repository", "path": "/usr/share/keyrings/cuda-archive-keyring.gpg",
+            "mode": "0644", "source": "/var/lib/blackwell-gpu-node/cuda/cuda-repository-key.gpg"},
+           {"kind": "file", "part": "registration", "path": "/etc/ld.so.conf.d/000-blackwell-gpu-node-cuda.conf",
+            "mode": "0644", "content": "/usr/local/cuda-13.0/lib64\n"}]
 linked:
   description: What the linker resolves for CUDA's runtime and NVRTC, as the role's verification reads it; null
     when O(registered) is false or it could not be read.
@@ -214,13 +218,10 @@ platform:
   type: dict
   sample: {"os_id": "debian12", "architecture": "x86_64", "repo_architecture": "x86_64"}
 repository:
-  description: The repository's address for this host, and the list the role writes for it.
+  description: The repository's address for this host; the list the role writes for it is in RV(managed).
   returned: always
   type: dict
-  sample: {"url": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64",
-           "list_path": "/etc/apt/sources.list.d/cuda-debian12-x86_64.list",
-           "list_content": "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg]
-             https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n"}
+  sample: {"url": "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"}
 ansible_facts:
   description: Ansible's C(min) and C(virtual) facts, as M(ansible.builtin.setup) gathers them.
   returned: always
@@ -294,12 +295,10 @@ def main():
         converged=not reasons,
         reasons=reasons,
         adopted=adopted(settings, observed),
-        # Contents stay out: the keyring's are bytes, and the files' are the role's own templates.
-        managed=[dict((name, value) for name, value in thing.items() if name != "content")
-                 for thing in managed(settings, observed)],
+        managed=managed(settings, observed),
         linked=observed["linked"],
         platform=dict((name, settings[name]) for name in ("os_id", "architecture", "repo_architecture")),
-        repository=settings["repository"],
+        repository=dict(url=settings["repository"]["url"]),
         # Named as setup names them, so that they land in ansible_facts the same way.
         ansible_facts=dict(("ansible_" + name, value) for name, value in facts.items()),
     )

@@ -37,8 +37,10 @@ def test_it_gathers_the_facts_the_role_reads_and_says_why_the_role_must_run():
         assert name in facts, sorted(facts)
     assert result["platform"]["architecture"] == facts["ansible_architecture"]
     assert result["repository"]["url"].startswith("file:///srv/no-such-mirror/repos/")
-    assert result["repository"]["list_content"] == "deb [signed-by=/nonexistent/cuda-archive-keyring.gpg] %s/ /\n" % (
-        result["repository"]["url"])
+    listed = [thing for thing in result["managed"] if thing["kind"] == "file" and thing["part"] == "repository"]
+    assert [thing.get("content") for thing in listed] == [
+        None, "deb [signed-by=/nonexistent/cuda-archive-keyring.gpg] %s/ /\n" % result["repository"]["url"]]
+    assert listed[0]["source"] == "/nonexistent/cuda-repository-key.gpg"
     assert result["adopted"] is False
     assert result["linked"] == {"cache": {}}
     reasons = result["reasons"]

@@ -24,3 +24,26 @@ def test_deb822_repository_comes_after_python3_debian_is_installed():
                 installed = True
             if "ansible.builtin.deb822_repository" in task:
                 assert installed, "%s: %r runs before python3-debian is installed" % (tasks_file, task["name"])
+
+
+# Where a value of the cuda role's check's declaration reaches its tasks: the declaration itself, or the loop and
+# block variables taken from it.
+DECLARED = ("__cuda_state.managed", "__cuda_directory.", "__cuda_file.", "__cuda_toolkit.")
+KEEPING_MODULES = ("ansible.builtin.apt", "ansible.builtin.file", "ansible.builtin.copy",
+                   "ansible.builtin.dpkg_selections")
+KEPT_ARGUMENTS = ("name", "path", "dest", "src", "content", "mode", "selection")
+
+
+def test_the_cuda_repository_and_toolkit_tasks_keep_what_the_check_declares_and_name_none_of_it():
+    """A package, directory or file stated in these tasks would be kept without the converged check comparing it."""
+    kept = 0
+    for tasks_file in (ROLES / "cuda" / "tasks" / "repository.yml", ROLES / "cuda" / "tasks" / "toolkit.yml"):
+        for task in tasks_in_order(yaml.safe_load(tasks_file.read_text())):
+            if not task["name"].startswith("Ensure"):
+                continue
+            for module in KEEPING_MODULES:
+                for argument, value in (task.get(module) or {}).items():
+                    if argument in KEPT_ARGUMENTS:
+                        kept += 1
+                        assert any(name in str(value) for name in DECLARED), (tasks_file.name, task["name"], argument)
+    assert kept >= 10

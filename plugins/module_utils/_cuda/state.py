@@ -113,7 +113,8 @@ def observe_host(settings, run, python):
     observed["alternative"] = out.splitlines() if rc == 0 else None
     declared = managed(settings, observed)
     observed["files"] = dict((path, observed_file(path)) for path in sorted(
-        set(thing["path"] for thing in declared if thing["kind"] == "file") | set([settings["exported_key"]])))
+        set(thing[field] for thing in declared if thing["kind"] == "file" for field in ("path", "source")
+            if field in thing)))
     observed["directories"] = dict((thing["path"], _directory_mode(thing["path"]))
                                    for thing in declared if thing["kind"] == "directory")
     observed["links"] = dict((thing["path"], os.readlink(thing["path"]) if os.path.islink(thing["path"]) else None)
@@ -190,16 +191,20 @@ def managed(settings, observed):
     Each is a dict: ``kind`` (package, directory, file, alternative, link), ``part`` (repository, toolkit or
     registration: the role's tasks that keep it), its ``path`` or ``name``, and what the role leaves there:
     a package installed (at ``version``, with dpkg's ``selection``), a directory's or a root file's ``mode``, a
-    file's ``content`` (bytes or text written as UTF-8), an alternative's ``value``, a link's ``target``.
+    file's ``content`` (text, written as UTF-8) or the ``source`` file on the host it is a copy of, an
+    alternative's ``value``, a link's ``target``.
+
+    The repository's and the toolkit's tasks keep exactly what is declared here for their part, as the check
+    returns it: a thing added here is kept, checked and drifted with no other change.
     """
     things = []
     if not adopted(settings, observed):
         things.extend(dict(kind="package", part="repository", name=tool) for tool in REPOSITORY_TOOLS)
-        exported = (observed.get("files") or {}).get(settings["exported_key"]) or {}
         things.extend([
             dict(kind="directory", part="repository", path=settings["state_dir"], mode="0755"),
             # A copy of the key gpg exported from the download: the same bytes, or the copy would change it.
-            dict(kind="file", part="repository", path=settings["keyring"], mode="0644", content=exported.get("data")),
+            dict(kind="file", part="repository", path=settings["keyring"], mode="0644",
+                 source=settings["exported_key"]),
             dict(kind="file", part="repository", path=settings["repository"]["list_path"], mode="0644",
                  content=settings["repository"]["list_content"]),
             dict(kind="package", part="toolkit", name=settings["toolkit_package"],
@@ -237,9 +242,13 @@ def _directory_reasons(thing, observed):
 
 
 def _file_reasons(thing, observed):
-    """A regular file, root's, with the mode and exactly the bytes the role writes (text is written as UTF-8)."""
+    """A regular file, root's, with the mode and exactly the bytes the role writes: its text as UTF-8, or a copy
+    of its source's."""
     path, found = thing["path"], observed["files"].get(thing["path"])
-    content = thing["content"].encode("utf-8") if isinstance(thing["content"], str) else thing["content"]
+    if "source" in thing:
+        content = (observed["files"].get(thing["source"]) or {}).get("data")
+    else:
+        content = thing["content"].encode("utf-8")
     if found is None:
         return ["%s is missing" % path]
     if not found["regular"]:
