@@ -156,12 +156,24 @@ def ports(value):
             yield from ports(item)
 
 
-def test_no_two_scenarios_bind_the_same_port_on_the_host_network_they_share():
+def scenario_ports():
+    """{port: the scenarios whose files give it}."""
     owners = {}
     for name in scenarios(CHECKOUT):
         for path in sorted((CHECKOUT / "molecule" / name).rglob("*.yml")):
             for port in set(ports(yaml.safe_load(path.read_text()))):
                 owners.setdefault(port, set()).add(name)
     assert len(owners) > 10
-    shared = dict((port, sorted(names)) for port, names in owners.items() if len(names) > 1)
+    return owners
+
+
+def test_no_two_scenarios_bind_the_same_port_on_the_host_network_they_share():
+    shared = dict((port, sorted(names)) for port, names in scenario_ports().items() if len(names) > 1)
     assert shared == {}, shared
+
+
+def test_no_scenario_binds_a_port_the_kernel_may_give_an_outgoing_connection():
+    """Linux takes the source port of an outgoing connection from 32768-60999 (ip_local_port_range): a scenario's
+    server on such a port finds it taken, now and then, and its role rightly refuses to start."""
+    ephemeral = dict((port, sorted(names)) for port, names in scenario_ports().items() if 32768 <= port <= 60999)
+    assert ephemeral == {}, ephemeral

@@ -7,7 +7,7 @@ VENV = "/opt/ml-env"
 
 def test_server_answers_health(host):
     status = host.check_output("python3 -c \"import urllib.request as u; "
-                               "print(u.urlopen('http://127.0.0.1:38300/health').status)\"")
+                               "print(u.urlopen('http://127.0.0.1:28300/health').status)\"")
     assert status == "200"
 
 

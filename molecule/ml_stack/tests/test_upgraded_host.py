@@ -70,7 +70,7 @@ def test_the_cu128_virtualenv_is_kept_beside_the_new_one(host):
 
 def test_no_index_answered_the_idempotence_run(host):
     # converge stopped the package indexes; the second converge had to succeed without asking one.
-    assert not host.socket("tcp://127.0.0.1:38141").is_listening
+    assert not host.socket("tcp://127.0.0.1:28141").is_listening
 
 
 def test_repairing_a_virtualenv_did_not_hand_a_linked_root_directory_to_its_owner(host):

@@ -6,8 +6,8 @@ import os
 import yaml
 
 testinfra_hosts = ["docker://monitoring"]
-EXPORTER = "http://127.0.0.1:38240/metrics"
-SERVER = "http://127.0.0.1:38245/metrics"
+EXPORTER = "http://127.0.0.1:28240/metrics"
+SERVER = "http://127.0.0.1:28245/metrics"
 
 
 def fetch(host, url):
@@ -42,7 +42,7 @@ def test_systemd_reads_the_templated_unit_as_written(host):
     assert (properties["ProtectHome"], properties["NoNewPrivileges"], properties["ProtectSystem"]) == (
         "yes", "yes", "full")
     assert (properties["Restart"], properties["NeedDaemonReload"]) == ("always", "no")
-    assert ("argv[]=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv --address :38240 "
+    assert ("argv[]=/usr/local/bin/dcgm-exporter --collectors /etc/dcgm-exporter/counters.csv --address :28240 "
             "--remote-hostengine-info localhost:5555 ;") in properties["ExecStart"]
 
 
@@ -62,8 +62,8 @@ def test_the_service_discovery_file_lists_both_endpoints():
     with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "prometheus", "gpu_nodes.json")) as handle:
         groups = json.load(handle)
     assert groups == [
-        {"targets": ["127.0.0.1:38245"], "labels": {"job": "sglang", "node": "monitoring"}},
-        {"targets": ["127.0.0.1:38240"], "labels": {"job": "dcgm", "node": "monitoring"}},
+        {"targets": ["127.0.0.1:28245"], "labels": {"job": "sglang", "node": "monitoring"}},
+        {"targets": ["127.0.0.1:28240"], "labels": {"job": "dcgm", "node": "monitoring"}},
     ]
 
 

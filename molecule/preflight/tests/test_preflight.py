@@ -29,7 +29,7 @@ def test_nothing_was_created(host, path):
 
 def test_the_foreign_listener_was_left_alone(plain):
     # Host networking: the socket is seen from both containers; the process runs in the plain one only.
-    assert plain.socket("tcp://127.0.0.1:38123").is_listening
+    assert plain.socket("tcp://127.0.0.1:28123").is_listening
     # [.]: the pattern does not match grep's own command line.
     assert plain.run("grep -l 'http[.]server' /proc/[0-9]*/cmdline").stdout.strip()
 

@@ -24,7 +24,7 @@ def test_argv_carries_the_nodes_place(host):
 
 
 def test_both_nodes_serve_health(host):
-    port = 38200 + rank(host)
+    port = 28200 + rank(host)
     assert host.check_output("python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:%d/health')"
                              ".status)\"" % port) == "200"
 

@@ -8,7 +8,7 @@ import time
 
 ENV = {"SGLANG_STANDIN_STEP": "0.02"}
 ARGV = ["/opt/ml-env/bin/python", "-m", "sglang.launch_server", "--model-path", "/srv/models/tiny",
-        "--tensor-parallel-size", "1", "--host", "127.0.0.1", "--port", "38220"]
+        "--tensor-parallel-size", "1", "--host", "127.0.0.1", "--port", "28220"]
 STATE_DIR = "/var/lib/blackwell-gpu-node"
 
 os.makedirs("/var/log/sglang", exist_ok=True)

@@ -14,7 +14,7 @@ def test_unit_is_active_enabled_and_its_main_pid_is_the_recorded_one(host):
 
 def test_server_answers_health(host):
     assert host.check_output("python3 -c \"import urllib.request as u; "
-                             "print(u.urlopen('http://127.0.0.1:38220/health').status)\"") == "200"
+                             "print(u.urlopen('http://127.0.0.1:28220/health').status)\"") == "200"
 
 
 TRICKY = 'tiny $HOME "q" \\b `x` 50% %h'

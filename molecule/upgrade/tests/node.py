@@ -3,7 +3,7 @@ import json
 import shlex
 
 VENV = "/opt/ml-env"
-PORT = 38310
+PORT = 28310
 CUDA = {"cu128": "/usr/local/cuda-12.8", "cu130": "/usr/local/cuda-13.0"}
 TORCH = {"cu128": "2.9.1+cu128", "cu130": "2.9.1+cu130"}
 

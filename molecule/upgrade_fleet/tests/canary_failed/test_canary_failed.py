@@ -5,7 +5,7 @@ import pytest
 import testinfra
 
 testinfra_hosts = ["docker://fleet-1", "docker://fleet-2", "docker://fleet-3"]
-PORTS = {"fleet-1": 38321, "fleet-2": 38322, "fleet-3": 38323}
+PORTS = {"fleet-1": 28321, "fleet-2": 28322, "fleet-3": 28323}
 
 
 def test_every_node_serves_on_cu128(host):
