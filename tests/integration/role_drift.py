@@ -1,0 +1,134 @@
+"""The things a role keeps through Ansible's own modules, as a run of the role reports them, and one change behind
+the role's back for each, made as an administrator would make it.
+
+A role without a converged check of its own declares what it keeps in its tasks: each task's module and what it
+keeps (a path, a package, a user, a unit) come from the arguments it ran with, as Ansible's json callback reports
+them. A task the role gains is listed, changed and checked here with no change to this file; a module of a kind
+not listed below, or a task whose no_log hides its arguments, fails the test that lists it, until its change is
+written.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+from process_tree import run_bounded
+
+# What each keeping module keeps, by the arguments it ran with.
+KINDS = {
+    "ansible.builtin.apt": "package",
+    "ansible.builtin.copy": "file",
+    "ansible.builtin.file": "directory",
+    "ansible.builtin.group": "group",
+    "ansible.builtin.systemd_service": "service",
+    "ansible.builtin.template": "file",
+    "ansible.builtin.user": "user",
+}
+# Modules that read, decide or wait: nothing of theirs to change.
+NOT_KEEPING = ("ansible.builtin.assert", "ansible.builtin.command", "ansible.builtin.debug", "ansible.builtin.fail",
+               "ansible.builtin.get_url", "ansible.builtin.meta", "ansible.builtin.set_fact", "ansible.builtin.stat",
+               "ansible.builtin.uri", "ansible.builtin.validate_argument_spec")
+
+
+PLAY = """
+- hosts: %s
+  gather_facts: false
+  roles:
+    - role: %s
+"""
+
+
+def role_alone(directory, role, hosts):
+    """A call that runs the role alone on hosts of the scenario's inventory, as molecule's verify step gives it,
+    and returns what run_playbook does."""
+    playbook = Path(directory) / "play.yml"
+    playbook.write_text(PLAY % (hosts, role))
+    return lambda: run_playbook(playbook, os.environ["MOLECULE_INVENTORY_FILE"], os.environ)
+
+
+def run_playbook(playbook, inventory, environ, timeout=600):
+    """{task name, with its role's: this host's result} of every task that ran, for a playbook of one host, its
+    whole process tree ended on timeout."""
+    completed = run_bounded([str(Path(sys.executable).with_name("ansible-playbook")), "-i", inventory, str(playbook)],
+                            timeout=timeout,
+                            env=dict(environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1"))
+    assert completed.returncode == 0, completed.stdout[-4000:]
+    report = json.loads(completed.stdout)
+    ran = {}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for result in task["hosts"].values():
+                if not result.get("skipped"):
+                    ran[task["task"]["name"]] = result
+    return ran
+
+
+def kept(role, ran):
+    """What the tasks of the role (its full name) that ran keep, each once, in the order they ran: kind, the task
+    and its arguments."""
+    things = []
+    for name, result in ran.items():
+        module = result.get("action")
+        if not name.startswith(role + " : ") or module in NOT_KEEPING:
+            continue
+        assert module in KINDS, "%s (%s): no change is written for what this module keeps" % (name, module)
+        for item in result.get("results", [result]):
+            if item.get("skipped"):
+                continue
+            assert "invocation" in item, "%s: no_log hides what it keeps; its change needs a test of its own" % name
+            args = item["invocation"]["module_args"]
+            if KINDS[module] == "directory" and args.get("state") != "directory":
+                raise AssertionError("%s: a file task of state %s has no change written" % (name, args.get("state")))
+            things.append(dict(kind=KINDS[module], task=name, args=args, checksum=item.get("checksum")))
+    return things
+
+
+def _package(args):
+    name = args["name"][0] if isinstance(args["name"], list) else args["name"]
+    return name.split("=", 1)
+
+
+def _drift_package(host, thing):
+    host.check_output("dpkg --remove --force-depends %s", _package(thing["args"])[0])
+
+
+def _package_kept(host, thing):
+    package, version = _package(thing["args"])
+    return host.package(package).is_installed and host.package(package).version == version
+
+
+def _drift_file(host, thing):
+    # As an editor saves it: a new file in its place (an executable that runs cannot be written to).
+    path = thing["args"]["dest"]
+    host.check_output("cp -p %s %s.edited && printf '# edited by hand\\n' >> %s.edited && mv %s.edited %s",
+                      path, path, path, path, path)
+
+
+def _sha1(host, path):
+    return host.check_output("sha1sum %s", path).split()[0]
+
+
+def _service_kept(host, thing):
+    service = host.service(thing["args"]["name"])
+    return service.is_enabled is bool(thing["args"]["enabled"]) and service.is_running is (
+        thing["args"]["state"] in ("started", "restarted"))
+
+
+# One change behind the role's back for each kind of thing, and whether the thing is as the role left it.
+DRIFTS = dict(
+    package=_drift_package,
+    file=_drift_file,
+    directory=lambda host, thing: host.check_output("chmod 0777 %s", thing["args"]["path"]),
+    service=lambda host, thing: host.check_output("systemctl disable --now %s", thing["args"]["name"]),
+    user=lambda host, thing: host.check_output("usermod --shell /bin/sh %s", thing["args"]["name"]),
+)
+KEPT = dict(
+    package=_package_kept,
+    file=lambda host, thing: _sha1(host, thing["args"]["dest"]) == thing["checksum"],
+    directory=lambda host, thing: "%04o" % host.file(thing["args"]["path"]).mode == thing["args"]["mode"],
+    service=_service_kept,
+    user=lambda host, thing: host.user(thing["args"]["name"]).shell == thing["args"]["shell"],
+)
+# A group is kept as the primary group of its user: it cannot be removed while the user is there, and the user's
+# change covers both tasks.
+UNCHANGED = ("group",)

@@ -1,0 +1,49 @@
+"""tests/integration/role_drift.py: what a role keeps, read from a run's report, and the tasks it cannot read."""
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
+from role_drift import DRIFTS, KEPT, KINDS, UNCHANGED, kept  # noqa: E402
+
+ROLE = "blackwell.gpu_node.monitoring"
+
+
+def result(action, **args):
+    return dict(action=action, changed=False, invocation=dict(module_args=args), checksum="c0ffee")
+
+
+def test_each_keeping_task_of_the_role_is_one_thing_of_its_kind_and_other_tasks_are_not():
+    ran = {
+        "blackwell.gpu_node.stack : Ensure the chosen stack profile is known": result("ansible.builtin.assert"),
+        ROLE + " : Ensure the directory exists": result("ansible.builtin.file", path="/etc/x", state="directory",
+                                                        mode="0755"),
+        ROLE + " : Wait for the metrics": result("ansible.builtin.uri", url="http://127.0.0.1:1/metrics"),
+        ROLE + " : Ensure the unit": result("ansible.builtin.template", dest="/etc/systemd/system/x.service"),
+        "blackwell.gpu_node.cuda : Ensure the list": result("ansible.builtin.copy", dest="/etc/apt/x.list"),
+        ROLE + " : Ensure both users": dict(action="ansible.builtin.user", changed=False, results=[
+            dict(invocation=dict(module_args=dict(name="a", shell="/usr/sbin/nologin"))),
+            dict(skipped=True),
+            dict(invocation=dict(module_args=dict(name="b", shell="/usr/sbin/nologin")))]),
+    }
+    things = kept(ROLE, ran)
+    assert [(thing["kind"], thing["task"].split(" : ")[1]) for thing in things] == [
+        ("directory", "Ensure the directory exists"), ("file", "Ensure the unit"),
+        ("user", "Ensure both users"), ("user", "Ensure both users")]
+    assert things[1]["checksum"] == "c0ffee" and things[3]["args"]["name"] == "b"
+
+
+@pytest.mark.parametrize("task, refused", [
+    (result("ansible.builtin.lineinfile", path="/etc/x", line="y"), "no change is written"),
+    (result("ansible.builtin.file", path="/etc/x", state="link", src="/y"), "of state link"),
+    (dict(action="ansible.builtin.copy", changed=False, censored="hidden"), "no_log hides"),
+])
+def test_a_task_whose_change_is_not_written_fails_the_test_that_lists_it(task, refused):
+    with pytest.raises(AssertionError, match=refused):
+        kept(ROLE, {ROLE + " : Ensure it": task})
+
+
+def test_every_kind_has_its_change_and_its_check_or_says_why_it_has_none():
+    assert set(KINDS.values()) == set(DRIFTS) | set(UNCHANGED) and set(DRIFTS) == set(KEPT)
