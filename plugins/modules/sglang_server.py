@@ -410,6 +410,21 @@ actions:
   type: list
   elements: str
   sample: ["set the mode and group of the log"]
+managed:
+  description:
+    - Every file the module keeps for the server it runs; a run that leaves the server running sets each back
+      (see RV(actions)), and one whose text differs from what a start writes restarts the server or rewrites it.
+    - Each has its C(path), the C(mode) the module leaves (null for the log, which keeps its mode less any
+      permission for others, and its group O(log_group)), and C(text), true where the module compares the text
+      with what it writes and writes it back (the unit, by restarting the server, and the logrotate file).
+    - The state files are those in O(state_dir) after the run; the unit is there with O(manager=systemd), the
+      logrotate file with O(logrotate).
+  returned: when O(state) is started or restarted, outside check mode
+  type: list
+  elements: dict
+  sample: [{"path": "/var/log/sglang/sglang.log", "mode": null, "text": false},
+           {"path": "/etc/systemd/system/sglang-sglang.service", "mode": "0644", "text": true},
+           {"path": "/var/lib/blackwell-gpu-node/sglang.pid", "mode": "0600", "text": false}]
 restart_reasons:
   description:
     - Why the running server is not the one these options ask for, which restarts it (with O(state=started)); empty
@@ -462,6 +477,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets
     secret_values,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
+    STATE_MODE,
     launch,
     log_offset,
     resolve_manager,
@@ -690,6 +706,23 @@ def logrotate_name(params):
     return "sglang-%s" % params["name"]
 
 
+def managed(params, instance):
+    """Every file the module keeps for the server it runs, as a pass that leaves it running sets each back: its
+    path; the mode it leaves (None for the log, which keeps its own mode less any permission for others); whether
+    the module compares its text with what it writes and writes it back (the unit, through a restart, and the
+    logrotate file). The state files are those there now: a manager writes only its own."""
+    files = [dict(path=params["log_path"], mode=None, text=False)]
+    if params["manager"] == "systemd":
+        files.append(dict(path=os.path.join(params["systemd_unit_dir"], unit_name(params)),
+                          mode="%04o" % SERVICE_FILE_MODE, text=True))
+    files.extend(dict(path=os.path.join(params["state_dir"], name), mode="%04o" % STATE_MODE, text=False)
+                 for name in instance.kept_files() if path_kind(os.path.join(params["state_dir"], name)) == "file")
+    if params["logrotate"]:
+        files.append(dict(path=os.path.join(params["logrotate_dir"], logrotate_name(params)),
+                          mode="%04o" % SERVICE_FILE_MODE, text=True))
+    return files
+
+
 def settle_logrotate(module, wanted_text):
     """Write the logrotate file of this instance when it differs from wanted_text (its text, mode or owner), or
     remove it when wanted_text is None; True when the file changed (or would, in check mode)."""
@@ -868,6 +901,8 @@ def main():
     if must_start:
         result["argv"], result["log_path"] = masked_argv(argv, secret_flags), params["log_path"]
         start(module, instance, argv, unit, account, log_gid, result)
+    if wanted:
+        result["managed"] = managed(params, instance)
     module.exit_json(**result)
 
 

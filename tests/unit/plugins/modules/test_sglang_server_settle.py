@@ -74,3 +74,22 @@ def test_a_logrotate_file_is_rewritten_when_its_mode_drifted_and_check_mode_only
     assert sglang_server.settle_logrotate(module, text) is True
     assert mode_and_owner(rotation / "sglang-web")[0] == 0o644 and (rotation / "sglang-web").read_text() == text
     assert sglang_server.settle_logrotate(module, text) is False
+
+
+def test_what_the_module_keeps_is_each_file_it_sets_back_with_the_mode_it_leaves(tmp_path):
+    instance = Instance(str(tmp_path / "state"), "web")
+    instance.save(STATE)
+    params = dict(name="web", log_path="/var/log/sglang/web.log", manager="systemd", systemd_unit_dir="/units",
+                  state_dir=str(tmp_path / "state"), logrotate=True, logrotate_dir="/rotate")
+    state = str(tmp_path / "state")
+    assert sglang_server.managed(params, instance) == [
+        dict(path="/var/log/sglang/web.log", mode=None, text=False),
+        dict(path="/units/sglang-web.service", mode="0644", text=True),
+        dict(path=state + "/web.pid", mode="0600", text=False),
+        dict(path=state + "/web.json", mode="0600", text=False),
+        dict(path="/rotate/sglang-web", mode="0644", text=True)]
+    # The module's own manager has no unit; the secret environment and launches files are listed once written.
+    instance.write_secret_env("TOKEN=x\n")
+    listed = sglang_server.managed(dict(params, manager="module", logrotate=False), instance)
+    assert [found["path"] for found in listed] == [
+        "/var/log/sglang/web.log", state + "/web.pid", state + "/web.json", state + "/web.secret.env"]
