@@ -124,6 +124,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import (
+    OWN_FILE_MODE,
     classify,
     option_problems,
     own_file_needs_writing,
@@ -191,7 +192,7 @@ def main():
         if write_own:
             directory = open_directory(params["conf_dir"], "conf_dir")
             try:
-                write_atomically(directory, os.path.basename(own_file), own_content, 0o644, owner=(0, 0))
+                write_atomically(directory, os.path.basename(own_file), own_content, OWN_FILE_MODE, owner=(0, 0))
             except OSError as exc:
                 module.fail_json(msg="%s could not be written (%s); it was left as it was, and no other file was "
                                      "renamed." % (own_file, exc.strerror or exc))

@@ -1,7 +1,15 @@
 """Role tasks whose modules need a Python library on the host install it first."""
+import json
+import re
 from pathlib import Path
 
 import yaml
+
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
+    ALTERNATIVE_LINK,
+    REGISTRATION_FILE_MODE,
+    USR_LOCAL_CUDA,
+)
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 
@@ -47,3 +55,32 @@ def test_the_cuda_repository_and_toolkit_tasks_keep_what_the_check_declares_and_
                         kept += 1
                         assert any(name in str(value) for name in DECLARED), (tasks_file.name, task["name"], argument)
     assert kept >= 10
+
+
+def test_the_cuda_registration_tasks_write_the_files_the_role_declares_and_name_none_of_them():
+    """The upgrade's switch runs register.yml and login_shells.yml without the check: they take the files from the
+    role's declaration, which the check compares, and write them with the mode the check expects."""
+    declared = yaml.safe_load((ROLES / "cuda" / "vars" / "main.yml").read_text())["__cuda_registration_files"]
+    tasks = [task for name in ("register.yml", "login_shells.yml")
+             for task in tasks_in_order(yaml.safe_load((ROLES / "cuda" / "tasks" / name).read_text()))]
+    text = json.dumps(tasks)
+    for file in declared:
+        [template] = re.findall(r"'([^']+[.]j2)'", file["content"])
+        assert file["path"] not in text and template not in text, file["path"]
+    [linker] = [task["blackwell.gpu_node.cuda_linker_entries"] for task in tasks
+                if "blackwell.gpu_node.cuda_linker_entries" in task]
+    assert (linker["own_file"], linker["own_content"]) == ("{{ __cuda_linker_file.path }}",
+                                                           "{{ __cuda_linker_file.content }}")
+    [login_shells] = [task for task in tasks if "ansible.builtin.copy" in task]
+    assert login_shells["loop"] == "{{ __cuda_registration_files | rejectattr('linker') | list }}"
+    assert login_shells["ansible.builtin.copy"]["mode"] == REGISTRATION_FILE_MODE
+
+
+def test_the_cuda_registration_tasks_keep_the_link_and_alternative_the_check_compares():
+    """/usr/local/cuda and the cuda alternative are NVIDIA's names; the tasks and the check must agree on them."""
+    tasks = yaml.safe_load((ROLES / "cuda" / "tasks" / "register.yml").read_text())
+    [link] = [task["ansible.builtin.file"] for task in tasks if "ansible.builtin.file" in task]
+    assert link["dest"] == USR_LOCAL_CUDA and ALTERNATIVE_LINK in link["src"]
+    assert any(task.get("ansible.builtin.command", {}).get("argv", [])[:4] == ["update-alternatives", "--install",
+                                                                               USR_LOCAL_CUDA, "cuda"]
+               for task in tasks)

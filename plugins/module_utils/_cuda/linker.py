@@ -79,10 +79,14 @@ def own_file_problem(conf_dir, path):
     return None
 
 
+# The collection's own linker file is root's with this mode; the cuda role's other registration files take it too.
+OWN_FILE_MODE = 0o644
+
+
 def own_file_needs_writing(state, content):
     """Whether the collection's own linker file must be written: state is what file_state read (None when no
     regular UTF-8 file is there); it must be root's, mode 0644, with exactly content."""
-    return state is None or state["uid"] != 0 or state["mode"] != 0o644 or state["content"] != content
+    return state is None or state["uid"] != 0 or state["mode"] != OWN_FILE_MODE or state["content"] != content
 
 
 def read_conf_files(conf_dir):

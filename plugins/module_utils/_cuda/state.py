@@ -27,7 +27,11 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.checks im
     cuda_home_problems,
     repository_key_problems,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import classify, read_conf_files
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import (
+    OWN_FILE_MODE,
+    classify,
+    read_conf_files,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
@@ -46,6 +50,8 @@ HEX_ID = re.compile(r"(0[xX])?([0-9A-Fa-f]+)")
 # alternative's own link, which update-alternatives points at the chosen installation. register.yml names both too.
 USR_LOCAL_CUDA = "/usr/local/cuda"
 ALTERNATIVE_LINK = "/etc/alternatives/cuda"
+# Every registration file is root's with the mode cuda_linker_entries writes the linker's with.
+REGISTRATION_FILE_MODE = "%04o" % OWN_FILE_MODE
 
 
 def platform_settings(settings, facts):
@@ -216,7 +222,8 @@ def managed(settings, observed):
             things.append(dict(kind="alternative", part="registration", name="cuda", value=settings["cuda_home"]))
         things.append(dict(kind="link", part="registration", path=USR_LOCAL_CUDA,
                            target=settings["cuda_home"] if observed["alternative"] is None else ALTERNATIVE_LINK))
-        things.extend(dict(kind="file", part="registration", path=path, mode="0644", content=content)
+        things.extend(dict(kind="file", part="registration", path=path, mode=REGISTRATION_FILE_MODE,
+                           content=content)
                       for path, content in sorted(settings["registration_files"].items()))
     return things
 

@@ -522,10 +522,11 @@ def test_the_serialized_snapshot_is_stable(before):
     assert serialized(before).endswith("}\n")
 
 
-def test_the_files_are_the_cuda_roles_and_the_suffix_is_cuda_linker_entries_default():
+def test_the_files_are_the_cuda_roles_registration_files_and_the_suffix_is_cuda_linker_entries_default():
     with open(os.path.join(ROOT, "roles", "cuda", "vars", "main.yml")) as handle:
         cuda_vars = yaml.safe_load(handle)
-    assert (LINKER_CONF, PROFILE_SCRIPT) == (cuda_vars["__cuda_linker_conf"], cuda_vars["__cuda_profile_script"])
+    declared = cuda_vars["__cuda_registration_files"]
+    assert [(LINKER_CONF, True), (PROFILE_SCRIPT, False)] == [(file["path"], file["linker"]) for file in declared]
     with open(os.path.join(ROOT, "plugins", "modules", "cuda_linker_entries.py")) as handle:
         assert 'suffix=dict(type="str", default="%s")' % DISABLED_SUFFIX in handle.read()
 
