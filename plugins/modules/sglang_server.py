@@ -30,8 +30,8 @@ description:
     flags, O(api_key) and the values of O(secret_env)), readable by root only (C(0600) in O(state_dir)).
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command, environment, user, manager, log (O(log_path)) or unit directory
-    (O(systemd_unit_dir)) differ; RV(restart_reasons) says which. A pid file left by a crashed server is cleaned up
-    and reported.
+    (O(systemd_unit_dir)) differ, or whose unit or secret file under systemd is not the one these options write;
+    RV(restart_reasons) says which. A pid file left by a crashed server is cleaned up and reported.
   - A run that leaves the server running sets its files back to what a start leaves them, without restarting it -
     the log without any permission for others (it can hold prompts) and with the group O(log_group), the unit and
     the logrotate file root's C(0644), the pid, state, secret and launch history files root's C(0600). Each such
@@ -95,8 +95,8 @@ options:
         C(SystemCallFilter=) breaks the CUDA driver and NCCL, which use unusual system calls; C(ProtectHome=)
         hides a virtualenv, model or home under C(/home).
       - Under systemd the unit is the server's identity, so the module, not a template of the role, writes it
-        (its text has no other source), with its secret file and the state file in one step, and compares it
-        with the installed one to decide whether the server restarts. Stop and restart (and M(blackwell.gpu_node.sglang_server_info)) read C(systemctl show)
+        (its text has no other source), with its secret file and the state file in one step, and compares both
+        with the installed ones to decide whether the server restarts. Stop and restart (and M(blackwell.gpu_node.sglang_server_info)) read C(systemctl show)
         (C(MainPID), C(ActiveState), C(NRestarts), C(UnitFileState)), so a restart by systemd, a reboot or a
         manual C(systemctl restart) never make the server look gone. An active, enabled unit whose file is
         the one this run would write is left alone (C(changed=false)), whatever its main pid; a unit stopped
@@ -416,7 +416,8 @@ managed:
       (see RV(actions)), and one whose text differs from what a start writes restarts the server or rewrites it.
     - Each has its C(path), the C(mode) the module leaves (null for the log, which keeps its mode less any
       permission for others, and its group O(log_group)), and C(text), true where the module compares the text
-      with what it writes and writes it back (the unit, by restarting the server, and the logrotate file).
+      with what it writes and writes it back (the unit and the secret file, by restarting the server, and the
+      logrotate file).
     - The state files are those in O(state_dir) after the run; the unit is there with O(manager=systemd), the
       logrotate file with O(logrotate).
   returned: when O(state) is started or restarted, outside check mode
@@ -600,6 +601,11 @@ def wanted_unit(module, instance, argv, account, secret_flags):
                         service, secret_flags, sorted(params["secret_env"]))
 
 
+def secret_env_text(params, secrets):
+    """The secret environment file's text: secret_env and the values of the secret flags (wanted_unit's)."""
+    return environment_file(dict(params["secret_env"], **secrets))
+
+
 def installed_unit(module, state):
     """The text of the recorded unit's file, None when it is not there."""
     directory = open_directory(state.get("unit_dir") or module.params["systemd_unit_dir"], "systemd_unit_dir")
@@ -639,7 +645,7 @@ def start_unit(module, instance, unit_text, secrets, log_gid):
     """Write the unit and start it; (main pid, log offset at the start, its start time)."""
     params = module.params
     unit = unit_name(params)
-    instance.write_secret_env(environment_file(dict(params["secret_env"], **secrets)))
+    instance.write_secret_env(secret_env_text(params, secrets))
     directory = open_directory(params["systemd_unit_dir"], "systemd_unit_dir")
     try:
         write_atomically(directory, unit, unit_text, SERVICE_FILE_MODE)
@@ -709,13 +715,15 @@ def logrotate_name(params):
 def managed(params, instance):
     """Every file the module keeps for the server it runs, as a pass that leaves it running sets each back: its
     path; the mode it leaves (None for the log, which keeps its own mode less any permission for others); whether
-    the module compares its text with what it writes and writes it back (the unit, through a restart, and the
-    logrotate file). The state files are those there now: a manager writes only its own."""
+    the module compares its text with what it writes and writes it back (the unit and the secret environment
+    file, through a restart, and the logrotate file). The state files are those there now: a manager writes only
+    its own."""
     files = [dict(path=params["log_path"], mode=None, text=False)]
     if params["manager"] == "systemd":
         files.append(dict(path=os.path.join(params["systemd_unit_dir"], unit_name(params)),
                           mode="%04o" % SERVICE_FILE_MODE, text=True))
-    files.extend(dict(path=os.path.join(params["state_dir"], name), mode="%04o" % STATE_MODE, text=False)
+    files.extend(dict(path=os.path.join(params["state_dir"], name), mode="%04o" % STATE_MODE,
+                      text=name == instance.secret_env_name)
                  for name in instance.kept_files() if path_kind(os.path.join(params["state_dir"], name)) == "file")
     if params["logrotate"]:
         files.append(dict(path=os.path.join(params["logrotate_dir"], logrotate_name(params)),
@@ -853,8 +861,9 @@ def main():
         result["restart_reasons"] = restart_reasons(
             recorded, dict(argv=argv, env_digest=env_digest(server_env(params)), manager=params["manager"],
                            identity=identity(account), log_path=params["log_path"],
-                           unit_dir=params["systemd_unit_dir"], unit_text=unit[0] if unit else None),
-            unit_state, lambda: installed_unit(module, recorded))
+                           unit_dir=params["systemd_unit_dir"], unit_text=unit[0] if unit else None,
+                           secret_env_text=secret_env_text(params, unit[1]) if unit else None),
+            unit_state, lambda: installed_unit(module, recorded), instance.secret_env_text)
     must_stop = ours and (params["state"] in ("stopped", "restarted") or bool(result.get("restart_reasons")))
     must_start = wanted and (must_stop or not ours)
     cleans_stale = bool(recorded) and not ours

@@ -33,8 +33,9 @@ def test_each_file_the_module_keeps_changed_alone_is_set_back(tmp_path, host):
     result = launch()
     assert not result["changed"], result["actions"]
     files = result["managed"]
-    # The log, the unit, the pid, state, secret environment and launch history files, the logrotate file.
-    assert len(files) == 7 and sum(thing["text"] for thing in files) == 2, files
+    # The log, the unit, the pid, state, secret environment and launch history files, the logrotate file; the
+    # text of the unit, the secret environment file and the logrotate file.
+    assert len(files) == 7 and sum(thing["text"] for thing in files) == 3, files
     for thing in files:
         host.check_output("chmod o+rw %s", thing["path"])
         assert not mode_is_kept(host, thing)

@@ -118,6 +118,16 @@ class Instance(Tracked):
             return []
         return [entry for entry in entries if launch_problem(entry) is None][:LAUNCH_HISTORY]
 
+    def secret_env_text(self):
+        """The secret environment file's text, None when there is none."""
+        if path_kind(self.state_dir) != "directory":
+            return None
+        directory = self.directory()
+        try:
+            return read_text(directory, self.secret_env_name)
+        finally:
+            os.close(directory)
+
     def record_launch(self, state, secret_env_values=()):
         """Put the launch of state first in the history, which keeps the last LAUNCH_HISTORY, with what masks
         its log: the state's secret flags, the secrets of its command line and secret_env_values."""

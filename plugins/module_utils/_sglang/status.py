@@ -97,14 +97,15 @@ def _account(identity):
     return "%s:%s" % (identity.get("user") or "root", identity.get("group") or "root")
 
 
-def restart_reasons(recorded, wanted, unit_state=None, installed_unit=None):
+def restart_reasons(recorded, wanted, unit_state=None, installed_unit=None, installed_secret_env=None):
     """Why the recorded server, which runs, is not the one this run asks for; empty when it is.
 
     recorded: its state. wanted: this run's argv, env_digest, manager, identity, log_path, unit_dir (its
-    systemd_unit_dir) and unit_text (None unless manager=systemd). unit_state: what systemd says of the recorded
-    unit, given when systemd runs it; installed_unit: a function that reads the text of its file (None when
-    missing), called only when the file is where this run would write it. Besides relaunch_reasons': who it runs
-    as, under which manager, and where its unit lives.
+    systemd_unit_dir), unit_text and secret_env_text (None unless manager=systemd). unit_state: what systemd says
+    of the recorded unit, given when systemd runs it; installed_unit and installed_secret_env: functions that read
+    the text of its unit file and of its secret environment file (None when missing), called only when the unit
+    is where this run would write it. Besides relaunch_reasons': who it runs as, under which manager, where its
+    unit lives, and the files systemd starts it from.
     """
     reasons = relaunch_reasons(recorded, wanted["argv"], wanted["env_digest"], wanted["log_path"])
     manager = recorded.get("manager", "module")
@@ -123,4 +124,7 @@ def restart_reasons(recorded, wanted, unit_state=None, installed_unit=None):
         elif unit_state is not None and installed_unit() != wanted["unit_text"]:
             # An edit by hand, or another setting of this module.
             reasons.append("its unit file %s is not the one these options write" % recorded["unit"])
+        elif unit_state is not None and installed_secret_env() != wanted["secret_env_text"]:
+            # Root's alone, so edited by hand: systemd would give the server those values at its next start.
+            reasons.append("its secret environment file is not the one these options write")
     return reasons

@@ -93,3 +93,6 @@ def test_what_the_module_keeps_is_each_file_it_sets_back_with_the_mode_it_leaves
     listed = sglang_server.managed(dict(params, manager="module", logrotate=False), instance)
     assert [found["path"] for found in listed] == [
         "/var/log/sglang/web.log", state + "/web.pid", state + "/web.json", state + "/web.secret.env"]
+    # Its text is compared: systemd starts the server from it.
+    assert [found["text"] for found in listed] == [False, False, False, True]
+    assert instance.secret_env_text() == "TOKEN=x\n"
