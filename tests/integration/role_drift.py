@@ -114,20 +114,41 @@ def _service_kept(host, thing):
         thing["args"]["state"] in ("started", "restarted"))
 
 
+def _user_keeps(thing):
+    """The user's login shell and supplementary groups, where the task keeps them."""
+    args = thing["args"]
+    keeps = dict(shell=args.get("shell"), groups=list(args.get("groups") or []))
+    assert keeps["shell"] or keeps["groups"], "%s: no change is written for what it keeps of the user" % thing["task"]
+    return keeps
+
+
+def _drift_user(host, thing):
+    keeps = _user_keeps(thing)
+    if keeps["shell"]:
+        host.check_output("usermod --shell /bin/sh %s", thing["args"]["name"])
+    for group in keeps["groups"]:
+        host.check_output("gpasswd --delete %s %s", thing["args"]["name"], group)
+
+
+def _user_kept(host, thing):
+    keeps, user = _user_keeps(thing), host.user(thing["args"]["name"])
+    return keeps["shell"] in (None, user.shell) and set(keeps["groups"]) <= set(user.groups)
+
+
 # One change behind the role's back for each kind of thing, and whether the thing is as the role left it.
 DRIFTS = dict(
     package=_drift_package,
     file=_drift_file,
     directory=lambda host, thing: host.check_output("chmod 0777 %s", thing["args"]["path"]),
     service=lambda host, thing: host.check_output("systemctl disable --now %s", thing["args"]["name"]),
-    user=lambda host, thing: host.check_output("usermod --shell /bin/sh %s", thing["args"]["name"]),
+    user=_drift_user,
 )
 KEPT = dict(
     package=_package_kept,
     file=lambda host, thing: _sha1(host, thing["args"]["dest"]) == thing["checksum"],
     directory=lambda host, thing: "%04o" % host.file(thing["args"]["path"]).mode == thing["args"]["mode"],
     service=_service_kept,
-    user=lambda host, thing: host.user(thing["args"]["name"]).shell == thing["args"]["shell"],
+    user=_user_kept,
 )
 # A group is kept as the primary group of its user: it cannot be removed while the user is there, and the user's
 # change covers both tasks.

@@ -47,3 +47,38 @@ def test_a_task_whose_change_is_not_written_fails_the_test_that_lists_it(task, r
 
 def test_every_kind_has_its_change_and_its_check_or_says_why_it_has_none():
     assert set(KINDS.values()) == set(DRIFTS) | set(UNCHANGED) and set(DRIFTS) == set(KEPT)
+
+
+class FakeHost:
+    """What testinfra's host gives the drift: the commands it ran, and a user with a shell and groups."""
+
+    def __init__(self, shell, groups):
+        self.commands, self.account = [], type("User", (), dict(shell=shell, groups=groups))
+
+    def check_output(self, command, *args):
+        self.commands.append(command % args)
+
+    def user(self, name):
+        return self.account
+
+
+def user_thing(**args):
+    return dict(kind="user", task=ROLE + " : Ensure the user", args=dict(name="sglang", **args))
+
+
+def test_a_user_loses_exactly_what_its_task_keeps_and_is_kept_only_with_all_of_it():
+    groups_only = user_thing(groups=["video", "render"], append=True, shell=None)
+    host = FakeHost("/bin/bash", ["sglang", "video"])
+    DRIFTS["user"](host, groups_only)
+    assert host.commands == ["gpasswd --delete sglang video", "gpasswd --delete sglang render"]
+    assert not KEPT["user"](host, groups_only)
+    host.account.groups.append("render")
+    assert KEPT["user"](host, groups_only)
+    login = user_thing(shell="/usr/sbin/nologin")
+    DRIFTS["user"](host, login)
+    assert host.commands[-1] == "usermod --shell /bin/sh sglang" and not KEPT["user"](host, login)
+
+
+def test_a_user_task_that_keeps_neither_a_shell_nor_groups_has_no_change_written():
+    with pytest.raises(AssertionError, match="no change is written"):
+        DRIFTS["user"](FakeHost("/bin/sh", []), user_thing(groups=[], append=True))
