@@ -52,8 +52,8 @@ RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+f
 # Names of everything this bench starts; no other helper or scenario uses them.
 PREFIX = "bench6-site-"
 CONVERGED_IMAGE = "bench6-site-converged:%d" % os.getpid()
-SERVER_PORT = 38400
-SSHD_PORT = 38500
+SERVER_PORT = 28400
+SSHD_PORT = 28500
 SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
 
 

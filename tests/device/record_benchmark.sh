@@ -12,7 +12,7 @@ set -uo pipefail
 out=${1:?usage: record_benchmark.sh OUTPUT_DIR [TORCH_PYTHON]}
 torch_python=${2:-/opt/torch/.venv/bin/python}
 mkdir -p "$out"
-port=38400
+port=28400
 log=$out/benchmark_server.log
 
 {
