@@ -105,7 +105,8 @@ options:
         the entries of workers that O(workers) does not name are kept.
       - Written root's, mode C(0640) (it holds the workers' keys), group O(workers_file_group), through its
         directory's descriptor (never through a link); that directory must be root's at every level and writable
-        by root alone. Where the directory does not exist nothing is kept; V(null) keeps no file.
+        by root alone. A file whose owner, group or mode differs is written again. Where the directory does not
+        exist nothing is kept; V(null) keeps no file.
     type: path
     default: /etc/blackwell-gpu-node/gateway/workers.json
   workers_file_group:
@@ -235,14 +236,14 @@ def main():
             problems.append("workers_file_group=%s is no group of this host" % params["workers_file_group"])
     kept = gateway_workers.WorkersFile(params["workers_file"]) if params["workers_file"] else None
     kept = kept if kept is not None and kept.exists() else None
-    previous = found_group = None
+    previous = owner = None
     if kept is not None and not problems:
         try:
-            previous, found_group = kept.read()
+            previous, owner = kept.read()
         except (OSError, InvalidOption) as exc:
             problems.append(str(exc))
         else:
-            group = group if group is not None else (found_group or 0)
+            group = group if group is not None else (owner["gid"] if owner else 0)
     if problems:
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), problems=problems)
 
@@ -259,7 +260,8 @@ def main():
         steps = gateway_workers.plan(before, params["workers"], out, params["exclusive"])
         result.update(changes=gateway_workers.describe(steps), out=steps["out"])
         document = gateway_workers.kept_document(previous, params["workers"], steps, params["exclusive"])
-        writes = kept is not None and (document != previous or found_group != group)
+        # An owner, group or mode changed by hand would let others read the keys, or write the workers.
+        writes = kept is not None and (document != previous or not kept.written(owner, group))
         if writes:
             result["changes"].append("write %s (%d workers, out: %s)" % (
                 kept.path, len(document["workers"]), ", ".join(document["out"]) or "none"))

@@ -231,6 +231,12 @@ def test_a_drained_worker_stays_out_when_the_gateway_restarts(fleet):
     # The role converges the whole fleet with keep_out: a worker out for a drain is not put back by it.
     converged = reconcile(fleet, workers=fleet.workers, keep_out=True, workers_file=str(fleet.workers_file))
     assert converged["changed"] is False and converged["out"] == [fleet.workers[1]["url"]], converged
+    # Opened to others by hand, it holds the workers' keys: written again, its text as it was.
+    text = fleet.workers_file.read_text()
+    fleet.workers_file.chmod(0o666)
+    closed = reconcile(fleet, workers=fleet.workers, keep_out=True, workers_file=str(fleet.workers_file))
+    assert closed["changes"] == ["write %s (2 workers, out: %s)" % (fleet.workers_file, fleet.workers[1]["url"])]
+    assert oct(fleet.workers_file.stat().st_mode & 0o777) == "0o640" and fleet.workers_file.read_text() == text
 
 
 def test_the_gateways_view_names_a_drained_worker_out_and_a_lost_one_missing(fleet):

@@ -478,6 +478,10 @@ def out_of(document):
     return sorted(set(normalized_url(url) for url in (document or {}).get("out", []) if not url_problem(url, "")))
 
 
+# The workers file holds the workers' keys: root's, read by the gateway's group alone.
+WORKERS_FILE_MODE = 0o640
+
+
 class WorkersFile(object):
     """The workers file at path, read and written by root through its directory's descriptor: never through a
     link, never more than WORKERS_FILE_LIMIT bytes. Its directory must be root's at every level, writable by
@@ -494,8 +498,8 @@ class WorkersFile(object):
         return path_kind(self.directory_path) == "directory"
 
     def read(self):
-        """(document or None when there is no file, its gid or None). InvalidOption naming the option when it
-        cannot be trusted or parsed."""
+        """(document or None when there is no file, its {"uid", "gid", "mode"} or None). InvalidOption naming the
+        option when it cannot be trusted or parsed."""
         if not self.exists():
             return None, None
         directory = trusted_directory(self.directory_path, self.option)
@@ -508,17 +512,23 @@ class WorkersFile(object):
         if found is None:
             return None, None
         try:
-            return workers_document(found["data"], "%s=%s" % (self.option, self.path)), found["gid"]
+            document = workers_document(found["data"], "%s=%s" % (self.option, self.path))
         except ValueError as exc:
             raise InvalidOption("%s: remove it, and run the module with every worker (exclusive) to write it "
                                 "anew" % exc)
+        return document, dict((key, found[key]) for key in ("uid", "gid", "mode"))
+
+    @staticmethod
+    def written(owner, gid):
+        """Whether a file of owner (read()'s) is as write() leaves it with group gid."""
+        return owner == dict(uid=0, gid=gid, mode=WORKERS_FILE_MODE)
 
     def write(self, document, gid):
-        """Replace the file with document, root's, mode 0640, group gid: it holds the workers' keys."""
+        """Replace the file with document, root's, mode WORKERS_FILE_MODE, group gid."""
         directory = trusted_directory(self.directory_path, self.option)
         try:
-            write_atomically(directory, self.name, json.dumps(document, indent=2, sort_keys=True) + "\n", 0o640,
-                             owner=(0, gid))
+            write_atomically(directory, self.name, json.dumps(document, indent=2, sort_keys=True) + "\n",
+                             WORKERS_FILE_MODE, owner=(0, gid))
         finally:
             os.close(directory)
 

@@ -313,8 +313,12 @@ def test_the_workers_file_is_written_0640_through_its_directory_and_read_back(tm
     assert kept_file.read() == (None, None)
     document = kept(FLEET, ["gpu02"])
     kept_file.write(document, 5)
-    assert kept_file.read() == (document, 5)
+    owner = dict(uid=0, gid=5, mode=0o640)
+    assert kept_file.read() == (document, owner)
     assert oct((tmp_path / "workers.json").stat().st_mode & 0o777) == "0o640"
+    assert kept_file.written(owner, 5) and not kept_file.written(owner, 6) and not kept_file.written(None, 5)
+    (tmp_path / "workers.json").chmod(0o644)
+    assert not kept_file.written(kept_file.read()[1], 5)
     assert core.out_of(document) == ["http://10.0.0.12:30000"]
     (tmp_path / "workers.json").unlink()
     (tmp_path / "workers.json").symlink_to(tmp_path / "elsewhere.json")
