@@ -22,7 +22,9 @@ description:
   - Every setting is checked first, whatever O(state), and each problem names its role variable
     (C(gateway_<option>)); nothing is changed when one fails.
   - With O(manager=systemd) it writes the unit C(sglang-gateway.service) to O(systemd_unit_dir), enables it and
-    restarts it when the unit changed or O(state=restarted). With O(manager=module) it starts the launcher
+    restarts it when the unit changed or O(state=restarted). The module, not a template of the role, writes the
+    unit, because it decides the manager and restarts the gateway when the unit's text differs from its own. With
+    O(manager=module) it starts the launcher
     detached (a session of its own, as O(user) and its group, umask 027, output appended to O(log_path)), records
     its pid, start time and boot in O(state_dir), and restarts it when its command line, its log (O(log_path)) or
     its user changed (RV(restart_reasons) says which) or O(state=restarted). A process is stopped with SIGTERM to
@@ -113,6 +115,21 @@ restart_reasons:
   type: list
   elements: str
   sample: ["it logs to /var/log/gateway.log, not log_path=/var/log/blackwell-gpu-node/sglang-gateway.log"]
+managed:
+  description:
+    - Every file the module keeps for the gateway it runs; a run that leaves the gateway running sets each back
+      (see RV(actions)), and a unit whose text differs from what a start writes restarts the gateway.
+    - Each has its C(path), the C(mode) the module leaves (null for the log, which keeps its mode less any
+      permission for others), and C(text), true where the module compares the text with what it writes and writes
+      it back (the unit, by restarting the gateway).
+    - Under systemd (RV(manager)) the unit in O(systemd_unit_dir); else the log (O(log_path)) and the state files
+      in O(state_dir) after the run.
+  returned: when O(state) is started or restarted, outside check mode
+  type: list
+  elements: dict
+  sample: [{"path": "/var/log/blackwell-gpu-node/sglang-gateway.log", "mode": null, "text": false},
+           {"path": "/var/lib/blackwell-gpu-node/sglang-gateway.pid", "mode": "0600", "text": false},
+           {"path": "/var/lib/blackwell-gpu-node/sglang-gateway.json", "mode": "0600", "text": false}]
 log_path:
   description: Its log with O(manager=module); null under systemd, whose journal keeps it.
   returned: always
@@ -202,25 +219,25 @@ def main():
     result.update(changed=bool(actions), actions=actions)
     if manager is not None:
         result.update(manager=manager, argv=argv, log_path=params["log_path"] if manager == "module" else None)
-    if module.check_mode or not actions:
-        module.exit_json(**result)
-
-    try:
-        if drop_unit:
-            gateway.withdraw_unit()
-        if drop_process:
-            gateway.stop_recorded(recorded, grace)
-        if clean_stale:
-            gateway.process.forget()
-        if starts or drop_unit or drop_process:
-            result.update(running=False, pid=None)
-        if (starts or enables) and manager == "systemd":
-            result["pid"] = gateway.run_unit(text, params["state"] == "restarted")
-        elif starts:
-            result["pid"] = gateway.launch(argv, user_account, params["log_path"])
-        result["running"] = result["pid"] is not None
-    except (OSError, InvalidOption, StateRefused, SystemdFailed) as exc:
-        module.fail_json(msg="The gateway could not be brought to state=%s: %s" % (params["state"], exc), **result)
+    if actions and not module.check_mode:
+        try:
+            if drop_unit:
+                gateway.withdraw_unit()
+            if drop_process:
+                gateway.stop_recorded(recorded, grace)
+            if clean_stale:
+                gateway.process.forget()
+            if starts or drop_unit or drop_process:
+                result.update(running=False, pid=None)
+            if (starts or enables) and manager == "systemd":
+                result["pid"] = gateway.run_unit(text, params["state"] == "restarted")
+            elif starts:
+                result["pid"] = gateway.launch(argv, user_account, params["log_path"])
+            result["running"] = result["pid"] is not None
+        except (OSError, InvalidOption, StateRefused, SystemdFailed) as exc:
+            module.fail_json(msg="The gateway could not be brought to state=%s: %s" % (params["state"], exc), **result)
+    if manager is not None and not module.check_mode:
+        result["managed"] = gateway.managed(manager)
     module.exit_json(**result)
 
 

@@ -15,6 +15,7 @@ import os
 import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
+    STATE_MODE,
     launch,
     relaunch_reasons,
     settle_log_access,
@@ -78,6 +79,8 @@ SETTINGS = ("host", "port", "metrics_host", "metrics_port", "policy", "admin_key
             "server_ports") + tuple(key for key, _least in COUNTS)
 # The gateway's environment beyond the module's own: none (its keys come from the secrets file).
 ENVIRONMENT = {}
+# The unit's mode, root's: a unit another user could edit would run what that user wrote.
+UNIT_MODE = 0o644
 
 
 class Gateway(object):
@@ -127,11 +130,11 @@ class Gateway(object):
         self.process.forget()
 
     def settle_unit(self, text, check=False):
-        """Write the unit when it is not root's with text and mode 0644 (settle_file: a unit another user could
-        edit would run what that user wrote); True when it was (or, with check, would be) written."""
+        """Write the unit when it is not root's with text and UNIT_MODE (settle_file); True when it was (or, with
+        check, would be) written."""
         directory = open_directory(self.unit_dir, "systemd_unit_dir")
         try:
-            return settle_file(directory, service.UNIT, text, 0o644, check)
+            return settle_file(directory, service.UNIT, text, UNIT_MODE, check)
         finally:
             os.close(directory)
 
@@ -148,6 +151,18 @@ class Gateway(object):
         if settled:
             actions.append("set the mode and owner of the state files %s" % ", ".join(settled))
         return actions
+
+    def managed(self, manager):
+        """Every file the module keeps for the gateway that manager runs, as settle_running sets each back: its
+        path; the mode it leaves (None for the log, which keeps its own mode less any permission for others);
+        whether the module compares its text with what it writes and writes it back (the unit, through a
+        restart). The state files are those there now."""
+        if manager == "systemd":
+            return [dict(path=os.path.join(self.unit_dir, service.UNIT), mode="%04o" % UNIT_MODE, text=True)]
+        files = [dict(path=self.module.params["log_path"], mode=None, text=False)]
+        return files + [dict(path=os.path.join(self.process.state_dir, name), mode="%04o" % STATE_MODE, text=False)
+                        for name in self.process.kept_files()
+                        if path_kind(os.path.join(self.process.state_dir, name)) == "file"]
 
     def run_unit(self, text, restart):
         """Write the unit when it differs (its text, mode or owner), enable it, and (re)start it; its main pid."""

@@ -63,6 +63,33 @@ def test_the_log_and_state_files_of_a_gateway_the_module_runs_get_their_modes_ba
     assert gateway.settle_running("module", None) == []
 
 
+def test_what_the_module_keeps_is_each_file_it_sets_back_with_the_mode_it_leaves(tmp_path):
+    gateway = Gateway(FakeModule(tmp_path))
+    state = str(tmp_path / "state")
+    assert gateway.managed("systemd") == [
+        dict(path=str(tmp_path / "units" / service.UNIT), mode="0644", text=True)]
+    # The module's own manager: the log, and the state files once a start has written them.
+    assert gateway.managed("module") == [dict(path=str(tmp_path / "logs" / "gateway.log"), mode=None, text=False)]
+    gateway.process.save(STATE)
+    assert gateway.managed("module") == [
+        dict(path=str(tmp_path / "logs" / "gateway.log"), mode=None, text=False),
+        dict(path=state + "/sglang-gateway.pid", mode="0600", text=False),
+        dict(path=state + "/sglang-gateway.json", mode="0600", text=False)]
+    # Each mode listed is the one settle_running sets back.
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "gateway.log").write_text("")
+    for found in gateway.managed("module"):
+        os.chmod(found["path"], 0o666)
+    gateway.settle_running("module", None)
+    assert [(mode(found["path"]) & 0o007 == 0) if found["mode"] is None else "%04o" % mode(found["path"])
+            for found in gateway.managed("module")] == [True, "0600", "0600"]
+    (tmp_path / "units").mkdir()
+    (tmp_path / "units" / service.UNIT).write_text(UNIT_TEXT)
+    os.chmod(str(tmp_path / "units" / service.UNIT), 0o666)
+    gateway.settle_running("systemd", UNIT_TEXT)
+    assert ["%04o" % mode(found["path"]) for found in gateway.managed("systemd")] == ["0644"]
+
+
 def test_a_unit_whose_mode_drifted_is_written_again_when_it_starts(tmp_path):
     (tmp_path / "units").mkdir()
     unit = tmp_path / "units" / service.UNIT
