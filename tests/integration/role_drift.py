@@ -153,3 +153,48 @@ KEPT = dict(
 # A group is kept as the primary group of its user: it cannot be removed while the user is there, and the user's
 # change covers both tasks.
 UNCHANGED = ("group",)
+
+
+def changed(ran):
+    """The names of the tasks of a run that changed something."""
+    return sorted(name for name, result in ran.items() if result.get("changed"))
+
+
+def changes_of(host, things):
+    """(task, change, whether the thing is as the role left it) for each thing of kept() that has a change."""
+    return [(thing["task"], lambda thing=thing: DRIFTS[thing["kind"]](host, thing),
+             lambda thing=thing: KEPT[thing["kind"]](host, thing))
+            for thing in things if thing["kind"] not in UNCHANGED]
+
+
+def managed_changes(host, task, files):
+    """The changes of each file a module of the collection keeps, as its managed result lists them (path, the
+    mode it leaves or None for a log that keeps its own less any permission for others, and whether it writes the
+    text back): opened to others, and where it writes the text, edited."""
+    def mode_is_kept(thing):
+        mode = host.file(thing["path"]).mode
+        return mode & 0o007 == 0 if thing["mode"] is None else "%04o" % mode == thing["mode"]
+
+    changes = []
+    for thing in files:
+        changes.append((task, lambda thing=thing: host.check_output("chmod o+rw %s", thing["path"]),
+                        lambda thing=thing: mode_is_kept(thing)))
+        if thing["text"]:
+            digest = _sha1(host, thing["path"])
+            changes.append((task, lambda thing=thing: host.check_output("printf '# edited by hand\\n' >> %s",
+                                                                        thing["path"]),
+                            lambda thing=thing, digest=digest: _sha1(host, thing["path"]) == digest))
+    return changes
+
+
+def drift_each(run_role, changes):
+    """Each change alone: the thing is no longer as the role left it; the next run of the role reports the task that
+    keeps it changed, and it is as the role left it again. The run after the last must change nothing."""
+    for task, drift, is_kept in changes:
+        drift()
+        assert not is_kept(), task
+        ran = run_role()
+        assert ran[task].get("changed") and is_kept(), (task, changed(ran))
+    ran = run_role()
+    assert changed(ran) == [], changed(ran)
+    return ran

@@ -6,7 +6,7 @@ import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
-from role_drift import DRIFTS, KEPT, KINDS, UNCHANGED, kept  # noqa: E402
+from role_drift import DRIFTS, KEPT, KINDS, UNCHANGED, drift_each, kept, managed_changes  # noqa: E402
 
 ROLE = "blackwell.gpu_node.monitoring"
 
@@ -82,3 +82,32 @@ def test_a_user_loses_exactly_what_its_task_keeps_and_is_kept_only_with_all_of_i
 def test_a_user_task_that_keeps_neither_a_shell_nor_groups_has_no_change_written():
     with pytest.raises(AssertionError, match="no change is written"):
         DRIFTS["user"](FakeHost("/bin/sh", []), user_thing(groups=[], append=True))
+
+
+def test_each_change_must_undo_its_thing_and_the_next_run_must_report_and_redo_it():
+    state = {"kept": True}
+    runs = iter([{"t": dict(changed=True)}, {"t": dict(changed=False)}])
+
+    def run_role():
+        state["kept"] = True
+        return next(runs)
+
+    change = ("t", lambda: state.update(kept=False), lambda: state["kept"])
+    assert drift_each(run_role, [change]) == {"t": dict(changed=False)}
+    # A run that repairs it without saying so, or a change that changes nothing, fails.
+    for runs_then, undone in ((iter([{"t": dict(changed=False)}]), False), (iter([]), True)):
+        runs = runs_then
+        with pytest.raises(AssertionError):
+            drift_each(run_role, [("t", lambda undone=undone: state.update(kept=undone), lambda: state["kept"])])
+
+
+def test_a_managed_file_is_opened_to_others_and_edited_where_its_text_is_written():
+    host = FakeHost("/bin/sh", [])
+    host.check_output = lambda command, *args: host.commands.append(command % args) or "da39a3 %s" % args[0]
+    changes = managed_changes(host, "t", [dict(path="/log", mode=None, text=False),
+                                          dict(path="/unit", mode="0644", text=True)])
+    for _task, drift, _kept in changes:
+        drift()
+    assert [command for command in host.commands if not command.startswith("sha1sum")] == [
+        "chmod o+rw /log", "chmod o+rw /unit", "printf '# edited by hand\\n' >> /unit"]
+    assert [task for task, _drift, _kept in changes] == ["t", "t", "t"]

@@ -7,14 +7,10 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
-from role_drift import DRIFTS, KEPT, kept, role_alone  # noqa: E402
+from role_drift import changed, changes_of, drift_each, kept, role_alone  # noqa: E402
 
 testinfra_hosts = ["docker://site-node"]
 ROLE = "blackwell.gpu_node.service_user"
-
-
-def changed(ran):
-    return sorted(name for name, result in ran.items() if result.get("changed"))
 
 
 def test_each_thing_the_role_keeps_changed_alone_is_changed_back(tmp_path, host):
@@ -24,10 +20,4 @@ def test_each_thing_the_role_keeps_changed_alone_is_changed_back(tmp_path, host)
     things = kept(ROLE, ran)
     # The user exists: its home and its supplementary groups at least are what the role keeps of it.
     assert {"directory", "user"} <= set(thing["kind"] for thing in things), things
-    for thing in things:
-        DRIFTS[thing["kind"]](host, thing)
-        assert not KEPT[thing["kind"]](host, thing), thing
-        ran = run_role()
-        assert ran[thing["task"]].get("changed"), (thing["task"], changed(ran))
-        assert KEPT[thing["kind"]](host, thing), thing
-    assert changed(run_role()) == []
+    drift_each(run_role, changes_of(host, things))

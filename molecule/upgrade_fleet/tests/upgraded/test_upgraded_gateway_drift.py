@@ -13,7 +13,15 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(CHECKOUT / "tests" / "integration"))
-from role_drift import DRIFTS, KEPT, NOT_KEEPING, UNCHANGED, kept, role_alone  # noqa: E402
+from role_drift import (  # noqa: E402
+    NOT_KEEPING,
+    changed,
+    changes_of,
+    drift_each,
+    kept,
+    managed_changes,
+    role_alone,
+)
 
 testinfra_hosts = ["docker://fleet-gateway"]
 ROLE = "blackwell.gpu_node.gateway"
@@ -39,10 +47,6 @@ print(json.dumps(listed))
 """
 
 
-def changed(ran):
-    return sorted(name for name, result in ran.items() if result.get("changed"))
-
-
 def task_of(ran, module):
     return next(name for name, result in ran.items() if result.get("action") == module)
 
@@ -66,28 +70,8 @@ def sha1(host, path):
 def kept_by_ansible(host, ran):
     """(task, change, whether it is set back) for each thing the role's tasks keep through Ansible's own modules."""
     hidden = keys_task(ran)
-    things = kept(ROLE, dict((name, result) for name, result in ran.items()
-                             if name != hidden and result["action"] not in OWN_MODULES))
-    return [(thing["task"], lambda thing=thing: DRIFTS[thing["kind"]](host, thing),
-             lambda thing=thing: KEPT[thing["kind"]](host, thing))
-            for thing in things if thing["kind"] not in UNCHANGED]
-
-
-def kept_by_gateway_service(host, task, files):
-    """Each file opened to others, and where the module writes its text, edited."""
-    def mode_is_kept(thing):
-        mode = host.file(thing["path"]).mode
-        return mode & 0o007 == 0 if thing["mode"] is None else "%04o" % mode == thing["mode"]
-
-    changes = []
-    for thing in files:
-        changes.append((task, lambda thing=thing: host.check_output("chmod o+rw %s", thing["path"]),
-                        lambda thing=thing: mode_is_kept(thing)))
-        if thing["text"]:
-            changes.append((task, lambda thing=thing: host.check_output("printf '# edited by hand\\n' >> %s",
-                                                                        thing["path"]),
-                            lambda thing=thing, digest=sha1(host, thing["path"]): sha1(host, thing["path"]) == digest))
-    return changes
+    return changes_of(host, kept(ROLE, dict((name, result) for name, result in ran.items()
+                                            if name != hidden and result["action"] not in OWN_MODULES)))
 
 
 def as_converged(host, path):
@@ -103,7 +87,7 @@ def test_each_thing_the_gateway_role_keeps_changed_alone_is_set_back(tmp_path, h
     service = ran[service_task]
     # Under systemd the module keeps the unit, and writes its text.
     assert service["manager"] == "systemd" and [thing["text"] for thing in service["managed"]] == [True], service
-    changes = kept_by_ansible(host, ran) + kept_by_gateway_service(host, service_task, service["managed"])
+    changes = kept_by_ansible(host, ran) + managed_changes(host, service_task, service["managed"])
     # gateway_workers writes the workers file again when its workers, owner, group or mode differ.
     workers_file = ran[workers_task]["workers_file"]
     converged = as_converged(host, workers_file)
@@ -115,13 +99,7 @@ def test_each_thing_the_gateway_role_keeps_changed_alone_is_set_back(tmp_path, h
     changes.append((keys_task(ran), lambda: host.check_output("chmod o+rw %s && printf '# edited by hand\\n' >> %s",
                                                               secrets, secrets),
                     lambda: as_converged(host, secrets) == keys))
-    for task, drift, is_kept in changes:
-        drift()
-        assert not is_kept(), task
-        ran = run_role()
-        assert ran[task].get("changed") and is_kept(), (task, changed(ran))
-    ran = run_role()
-    assert changed(ran) == []
+    ran = drift_each(run_role, changes)
     gateway_url = "http://%s:%s" % (flag(service["argv"], "--host"), flag(service["argv"], "--port"))
     listed = json.loads(host.check_output("python3 -c %s %s %s", WORKERS_HEALTH, secrets, gateway_url))
     fleet = ran[workers_task]["invocation"]["module_args"]["workers"]
