@@ -30,9 +30,11 @@ description:
     It runs as the virtualenv's owner in an empty environment (as root only when root owns the virtualenv), with
     its result file in a directory of that owner's that the module makes for it; the module reads the result back
     without following a link, at most 16 MiB, and only from a file the owner wrote.
-  - The module fails when no request completed. A run with some failed requests returns its metrics with a warning;
-    the playbook C(blackwell.gpu_node.benchmark) and the filter C(blackwell.gpu_node.benchmark_compare) count it as
-    a regression and never as a baseline.
+  - The module fails when a request failed, naming each failed request by its index and reason, and returns the
+    metrics of the run with the failure. A server whose requests fail is not healthy, so what the other requests
+    measured is no measurement of it. The playbook C(blackwell.gpu_node.benchmark) keeps such a run as
+    C(<time>-<workload>.failed.json) and fails naming the node; the filter C(blackwell.gpu_node.benchmark_compare)
+    counts it as a regression and never as a baseline.
   - Changes nothing on the node. The playbook C(blackwell.gpu_node.benchmark) keeps the results on the controller and
     compares them.
 extends_documentation_fragment:
@@ -141,7 +143,7 @@ metrics:
       C(itl_ms_median), C(itl_ms_p99).
     - C(failures) lists the first 20 failed requests of the built-in client, each with its C(index) (from 0, in the
       order the prompts are numbered) and C(reason); bench_serving gives no reasons, only the C(failed) count.
-  returned: unless in check mode
+  returned: when the requests ran (not in check mode), with the failure too when a request failed
   type: dict
   sample:
     completed: 15
@@ -179,6 +181,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.benchma
     checked_timeout,
     checked_url,
     run,
+    run_failure,
     summary,
     url_credentials,
     workload,
@@ -237,13 +240,10 @@ def main():
                                 timeout=params["request_timeout"])
         result.update(metrics=shown_metrics(summary(results, duration)),
                       client_cpu_seconds=round(time.process_time() - cpu_before, 3))
-    metrics = result["metrics"]
-    if metrics["completed"] == 0:
-        module.fail_json(msg="no request to %s completed: %s" % (url, "; ".join(metrics["errors"])), **result)
-    if metrics["failed"]:
-        module.warn("%d of %d requests to %s failed (%s): the run is no baseline and passes no comparison"
-                    % (metrics["failed"], metrics["failed"] + metrics["completed"], url, "; ".join(metrics["errors"])
-                       or "sglang.bench_serving gives no reasons"))
+    failure = run_failure(result["metrics"], url)
+    if failure:
+        # Twenty reasons of up to a line each: the message is cut to one line as a result shows it.
+        module.fail_json(msg=result_line(failure), **result)
     module.exit_json(**result)
 
 

@@ -13,8 +13,8 @@ server's ``usage`` says, else one per chunk with text.
 The server's answer is not trusted: each request has one deadline for all of it (every read of the socket gets only
 the time left, so a server that drips a byte at a time cannot stretch it), each line of the answer is read up to a
 bound, every chunk is type-checked, a redirect is not followed, and whatever goes wrong with one request is that
-request's failure, with its reason, while the others go on. A run with a failed request is neither a baseline nor a
-pass of a comparison.
+request's failure, with its reason, while the others go on. A run with a failed request measured a server that is
+not healthy: it fails (run_failure), and is neither a baseline nor a pass of a comparison.
 
 This file imports nothing from Ansible: tests/device/record_benchmark.sh loads it on a GPU host as it is.
 """
@@ -422,6 +422,23 @@ def bench_serving_argv(python, base_url, model_path, chosen, output_file):
             "--random-output-len", str(chosen["output_tokens"]), "--random-range-ratio", "1",
             "--num-prompts", str(chosen["prompts"]), "--max-concurrency", str(chosen["concurrency"]),
             "--output-file", output_file]
+
+
+def run_failure(metrics, url):
+    """Why a run of the benchmark module fails, or None: no request completed, or some failed, each listed by index
+    and reason (the first FAILURES_SHOWN; sglang.bench_serving gives no reasons). A server whose requests fail is not
+    healthy: the requests that completed measured it no more than those that failed."""
+    if metrics["completed"] == 0:
+        return "no request to %s completed: %s" % (url, "; ".join(metrics["errors"]))
+    if not metrics["failed"]:
+        return None
+    listed = ["request %d: %s" % (failure["index"], failure["reason"]) for failure in metrics["failures"]]
+    if listed and metrics["failed"] > len(listed):
+        listed.append("%d more" % (metrics["failed"] - len(listed)))
+    return ("%d of %d requests to %s failed (%s): a server whose requests fail is not healthy, so the run is no "
+            "measurement of it and never a baseline" % (
+                metrics["failed"], metrics["failed"] + metrics["completed"], url,
+                "; ".join(listed) or "sglang.bench_serving gives no reasons"))
 
 
 def run_problem(metrics):

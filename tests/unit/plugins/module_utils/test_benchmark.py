@@ -4,8 +4,11 @@ import os
 import re
 
 import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import benchmark as bench
+from ansible_collections.blackwell.gpu_node.plugins.modules import benchmark as module
 
 
 class Clock(object):
@@ -751,3 +754,69 @@ def test_the_last_line_of_a_bench_serving_output_file_is_the_result():
                          (b"{", "is not JSON lines"), (b"[1]", "is a list, not an object")):
         with pytest.raises(bench.BenchmarkError, match=problem):
             bench.from_bench_serving_output(bad)
+
+
+# One run of 8 requests whose request 3 got a broken stream: a chunk that is not JSON.
+URL = "http://127.0.0.1:30000"
+BROKEN = bench.read_stream([b"data: {\"choices\": [{\"text\": \"a"], 0.0, Clock())
+
+
+def streamed(count=8, broken=()):
+    """The results of count requests, those at the indexes broken with BROKEN's stream."""
+    done = bench.read_stream([event(" a"), event(" b", usage=2)], 0.0, Clock(0.1, 0.2))
+    return [BROKEN if index in broken else done for index in range(count)]
+
+
+def test_a_run_with_a_broken_stream_fails_naming_the_request_and_why():
+    assert BROKEN["ok"] is False and BROKEN["error"].startswith("a chunk of the answer is not JSON (")
+    failure = bench.run_failure(bench.summary(streamed(broken={3}), 2.0), URL)
+    assert failure == ("1 of 8 requests to %s failed (request 3: %s): a server whose requests fail is not healthy, "
+                       "so the run is no measurement of it and never a baseline" % (URL, BROKEN["error"]))
+
+
+def test_a_run_whose_every_request_completed_does_not_fail():
+    assert bench.run_failure(bench.summary(streamed(), 2.0), URL) is None
+
+
+def test_a_run_that_completed_nothing_fails_with_the_reasons():
+    assert bench.run_failure(bench.summary(streamed(2, broken={0, 1}), 2.0), URL) == (
+        "no request to %s completed: %s" % (URL, BROKEN["error"]))
+
+
+def test_the_failed_requests_beyond_those_listed_are_counted_and_bench_serving_gives_no_reasons():
+    many = bench.run_failure(bench.summary(streamed(30, broken=set(range(1, 26))), 2.0), URL)
+    assert many.startswith("25 of 30 requests to %s failed (request 1: a chunk" % URL)
+    assert "; request 20: a chunk" in many and "request 21:" not in many and "; 5 more): a server" in many
+    from_client = bench.from_bench_serving(dict(BENCH_SERVING_LINE, completed=15))
+    assert bench.run_failure(from_client, URL) == (
+        "1 of 16 requests to %s failed (sglang.bench_serving gives no reasons): a server whose requests fail is not "
+        "healthy, so the run is no measurement of it and never a baseline" % URL)
+
+
+def run_module(capsys, monkeypatch, results):
+    """The benchmark module's result for a run of 8 prompts whose requests give results."""
+    monkeypatch.setattr(module, "run", lambda *args, **options: (results, 2.0))
+    args = dict(url=URL, prompts=8)
+    # How a module receives its arguments on every supported core, ansible-core 2.15 on Python 3.9 included.
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+    # ansible-core 2.19 decodes them by a named profile; older cores have none.
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(SystemExit):
+        module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_module_fails_a_run_with_a_broken_stream_and_returns_its_metrics(capsys, monkeypatch):
+    result = run_module(capsys, monkeypatch, streamed(broken={3}))
+    assert result["failed"] is True and "warnings" not in result
+    assert result["msg"].startswith("1 of 8 requests to %s failed (request 3: a chunk of the answer is not JSON ("
+                                    % URL)
+    assert result["metrics"]["completed"] == 7 and result["metrics"]["failed"] == 1
+    assert result["metrics"]["failures"] == [dict(index=3, reason=BROKEN["error"])]
+    assert result["workload"]["prompts"] == 8 and result["client"] == "builtin"
+
+
+def test_the_module_passes_a_run_whose_every_request_completed(capsys, monkeypatch):
+    result = run_module(capsys, monkeypatch, streamed())
+    assert result.get("failed") is None and "warnings" not in result
+    assert result["metrics"]["completed"] == 8 and result["metrics"]["failures"] == []
