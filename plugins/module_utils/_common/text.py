@@ -44,6 +44,21 @@ def control_character_problems(values):
     return problems
 
 
+# A number read from outside has at most this many digits: an unsigned 64-bit counter has 20. int() of a longer run
+# is slow, past 4,300 digits Python refuses it with a traceback, and no count, index or size is that large.
+NUMBER_DIGITS = 20
+ASCII_DIGITS = u"0123456789"
+
+
+def bounded_int(text, digits=NUMBER_DIGITS):
+    """The number text spells in ASCII digits (str.isdigit() is also true for "²" and "١", which int() refuses or
+    reads as other digits), at most digits of them; None for anything else."""
+    text = u"%s" % (text,)
+    if not 0 < len(text) <= digits or text.strip(ASCII_DIGITS):
+        return None
+    return int(text)
+
+
 # What a result shows of text the collection does not control (a log line, a traceback, the kernel's messages):
 # each line at most this many bytes, so that one huge line cannot make a result of megabytes per host.
 RESULT_LINE_BYTES = 2048

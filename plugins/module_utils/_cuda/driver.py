@@ -17,7 +17,7 @@ __metaclass__ = type  # pragma: no mutate
 
 import re
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import bounded_int, control_character_problem
 
 PINNING_PREFIX = "nvidia-driver-pinning-"
 # NVIDIA's driver package versions: 580.95.05-1 (an epoch would come first, as 1:580.95.05-1).
@@ -47,7 +47,7 @@ def upstream_version(version):
 
 def branch_of(version):
     upstream = upstream_version(version)
-    return int(upstream.split(".")[0]) if upstream else None
+    return bounded_int(upstream.split(".")[0]) if upstream else None
 
 
 def _sort_key(version):

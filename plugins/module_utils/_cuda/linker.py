@@ -14,7 +14,7 @@ __metaclass__ = type  # pragma: no mutate
 import os
 import re
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import bounded_int, control_character_problem
 
 # ASCII digits: \d would read "cuda-١٢" as CUDA 12.
 CUDA_DIRECTORY = re.compile(r"/usr/local/cuda-([0-9]+)(?:\.[0-9]+)?(?=/|\Z)")
@@ -36,7 +36,7 @@ def cuda_major(entry, resolve):
     for path in (resolve(entry), entry):
         match = CUDA_DIRECTORY.search(path)
         if match:
-            return int(match.group(1))
+            return bounded_int(match.group(1))
     return None
 
 

@@ -13,7 +13,6 @@ __metaclass__ = type  # pragma: no mutate
 
 import json
 import os
-import re
 import stat
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.driver import parse_installed
@@ -27,6 +26,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric im
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import account
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import FAMILY_NAMES, family_of, os_id
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import bounded_int
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import (
     QUICK_DCGM_LEVEL,
     check_options,
@@ -56,8 +56,8 @@ GPU_HEALTH_SETTING = "preflight_gpu_health_severity_overrides"
 
 
 def driver_branch(driver_version):
-    match = re.match(r"([0-9]+)\.", driver_version or "")
-    return int(match.group(1)) if match else None
+    branch, dot, _rest = (driver_version or "").partition(".")
+    return bounded_int(branch) if dot else None
 
 
 class Report(object):

@@ -27,7 +27,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets
     masked_text,
     secret_values,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import bounded_int, result_line
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import launch_masks
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier
@@ -138,10 +138,9 @@ def gpu_processes(run=subprocess.run):
     processes = []
     for row in completed.stdout.splitlines():
         fields = [field.strip() for field in row.split(",")]
-        if len(fields) == 4 and fields[0].isdigit():
-            memory = int(fields[2]) if fields[2].isdigit() else None
-            processes.append({"pid": int(fields[0]), "name": result_line(fields[1]), "used_memory_mib": memory,
-                              "gpu_uuid": fields[3]})
+        if len(fields) == 4 and bounded_int(fields[0]) is not None:
+            processes.append({"pid": bounded_int(fields[0]), "name": result_line(fields[1]),
+                              "used_memory_mib": bounded_int(fields[2]), "gpu_uuid": result_line(fields[3])})
     return processes, None
 
 

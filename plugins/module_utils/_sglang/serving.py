@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
+    bounded_int,
     control_character_problem,
     printable_text,
     result_line,
@@ -129,13 +130,14 @@ def _split(data):
         return None, {}, b""
     lines = head.decode("iso-8859-1").split("\r\n")
     words = lines[0].split(None, 2)
-    if len(words) < 2 or not words[0].startswith("HTTP/") or not words[1].isdigit():
+    status = bounded_int(words[1], 3) if len(words) >= 2 else None
+    if status is None or not words[0].startswith("HTTP/"):
         raise NoAnswer("connection", "answered with something that is not HTTP: %s" % lines[0])
     headers = {}
     for line in lines[1:]:
         name, _colon, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
-    return int(words[1]), headers, body
+    return status, headers, body
 
 
 def _dechunked(body):
@@ -168,8 +170,8 @@ def _answer(data, ended):
         return None
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body, complete = _dechunked(body)
-    elif headers.get("content-length", "").isdigit():
-        length = int(headers["content-length"])
+    elif bounded_int(headers.get("content-length", "")) is not None:
+        length = bounded_int(headers["content-length"])
         complete = len(body) >= length
         body = body[:length]
     else:

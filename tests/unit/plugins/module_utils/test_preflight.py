@@ -387,7 +387,8 @@ def test_a_compute_capability_with_anything_after_it_has_no_family(capability):
     assert family_of(capability) is None
 
 
-@pytest.mark.parametrize("version, branch", [("580.95.05", 580), ("580", None), ("\u0665\u0668\u0660.95", None), (None, None)])
+@pytest.mark.parametrize("version, branch", [("580.95.05", 580), ("580", None), ("\u0665\u0668\u0660.95", None), (None, None),
+                                             ("9" * 5000 + ".1", None), ("\u00b2.1", None)])
 def test_driver_branch_reads_ascii_digits_only(version, branch):
     assert driver_branch(version) == branch
 

@@ -1,6 +1,7 @@
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
+    bounded_int,
     control_character_problem,
     control_character_problems,
 )
@@ -35,3 +36,14 @@ def test_the_whole_message_says_where_and_how_to_fix():
     assert control_character_problem("ab\x1b", "sglang_server_args.x") == (
         "sglang_server_args.x: the value holds the control character U+001B at position 2; values written into "
         "files (units, Python, shell, INI) must be one line of printable text: remove it")
+
+
+@pytest.mark.parametrize("text, digits, number", [
+    ("0", 20, 0), ("580", 20, 580), ("18446744073709551615", 20, 18446744073709551615),
+    ("184467440737095516150", 20, None), ("200", 3, 200), ("2000", 3, None), ("", 20, None), ("-1", 20, None),
+    (" 1", 20, None), ("1.0", 20, None), ("\u00b2", 20, None), ("\u0661\u0662", 20, None), ("9" * 5000, 20, None),
+    (None, 20, None),
+])
+def test_a_number_from_outside_is_ascii_digits_within_a_bound(text, digits, number):
+    """int() refuses "\u00b2" (which isdigit() accepts), reads "\u0661\u0662" as 12, and past 4,300 digits raises."""
+    assert bounded_int(text, digits) == number

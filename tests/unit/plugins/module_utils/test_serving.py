@@ -183,6 +183,14 @@ def test_an_answer_without_a_length_ends_with_the_connection(server):
     assert core.generate(up.url + "/generate", 5)["serving"] is True
 
 
+@pytest.mark.parametrize("head", [b"HTTP/1.1 \xc2\xb200 OK\r\n\r\n", b"HTTP/1.1 " + b"2" * 5000 + b" OK\r\n\r\n",
+                                  b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n{}"])
+def test_an_answer_with_numbers_out_of_bounds_is_no_answer_not_a_traceback(server, head):
+    up = server(answering(generate=head))
+    result = core.generate(up.url + "/generate", 5)
+    assert result["serving"] is False and result["problem"], result
+
+
 def test_an_endless_answer_is_read_up_to_a_bound(server):
     def endless(server, connection, request):
         connection.sendall(b"HTTP/1.1 200 OK\r\n\r\n")

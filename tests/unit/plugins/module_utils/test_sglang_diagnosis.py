@@ -190,6 +190,14 @@ def test_gpu_processes_from_nvidia_smi():
     assert core.gpu_processes(run=smi) == ([{"pid": 4242, "name": "python3", "used_memory_mib": 81234,
                                              "gpu_uuid": "GPU-abc"}], None)
 
+    def hostile(argv, **kwargs):
+        rows = ["\u00b2, python3, 1, GPU-a", "%s, python3, 1, GPU-b" % ("9" * 5000), "7, x\x1b[2J, %s, GPU-\x1b]0;t\x07c"
+                % ("9" * 5000)]
+        return subprocess.CompletedProcess(argv, 0, "\n".join(rows) + "\n", "")
+
+    assert core.gpu_processes(run=hostile) == ([{"pid": 7, "name": "x", "used_memory_mib": None,
+                                                 "gpu_uuid": "GPU-c"}], None)
+
     def broken(argv, **kwargs):
         return subprocess.CompletedProcess(argv, 9, "NVIDIA-SMI has failed because it couldn't communicate", "")
 
