@@ -193,7 +193,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import is_profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot import (
-    CUDA_HOME,
     IN_PROGRESS,
     PREVIOUS_SUFFIX,
     RestoreStopped,
@@ -204,6 +203,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
     file_text,
     in_progress_snapshot,
     in_progress_text,
+    is_cuda_home_path,
     name_problem,
     parsed_snapshot,
     restore_plan,
@@ -445,7 +445,7 @@ def chosen_snapshot(module, directory, path, current, missing):
 def host_facts(module, recorded, venv_kind, cuda_kind, unfinished):
     """What restore_plan must know of the host to refuse, before any change, what would fail part-way."""
     cuda = recorded["cuda"]
-    homes = [value for value in (cuda["alternative"], cuda["target"]) if value and CUDA_HOME.fullmatch(value)]
+    homes = [value for value in (cuda["alternative"], cuda["target"]) if value and is_cuda_home_path(value)]
     return facts(
         venv_path=venv_kind,
         venv_target_directory=(recorded["venv"]["target"] is not None

@@ -59,7 +59,7 @@ def platform_settings(settings, facts):
     the repository's address and the list the role writes for it (repository.yml writes this list)."""
     host_os = os_id(facts.get("distribution"), facts.get("distribution_version"))
     repo_architecture = settings["repo_architectures"].get(facts.get("architecture"), "")
-    url = "%s/%s/%s" % (re.sub(r"/+$", "", settings["repo_base_url"]), host_os, repo_architecture)
+    url = "%s/%s/%s" % (settings["repo_base_url"].rstrip("/"), host_os, repo_architecture)
     list_path = "/etc/apt/sources.list.d/cuda-%s-%s.list" % (host_os, repo_architecture)
     return dict(os_id=host_os, architecture=facts.get("architecture"), repo_architecture=repo_architecture,
                 repository=dict(url=url, list_path=list_path,

@@ -201,8 +201,10 @@ DIAGNOSES = (
         "id": "nvshmem_init",
         "component": "NVSHMEM (DeepEP's transport)",
         # NVSHMEM's own messages: "<source file>:<line>: non-zero status: <n> <what failed>" and its state errors.
+        # An init function is named by up to three words before "init" ("nvshmemi_common_init"), each ending at its
+        # underscore: a word that could hold "init" itself would make the pattern backtrack over a long name.
         "pattern": r"nvshmem/src/\S+:\d+:? non-zero status: \d+|NVSHMEM API called before NVSHMEM initialization"
-        r"|nvshmem (setup connections|initialization) failed|nvshmemi?_\w*init\w* failed",
+        r"|nvshmem (setup connections|initialization) failed|\bnvshmemi?_(?:[a-z]+_){0,3}init[a-z_]* failed",
         "cause": "NVSHMEM, the GPU-initiated transport DeepEP's all-to-all runs on (--moe-a2a-backend deepep), could "
         "not set up its connections between the GPUs or nodes: its InfiniBand/RoCE queue pairs (ibv_modify_qp), "
         "endpoints (ep_connect) or bootstrap failed.",

@@ -57,14 +57,27 @@ ALTERNATIVE_LINK = "/etc/alternatives/cuda"
 # The directories a snapshot may point /usr/local/cuda at: a CUDA installation, as NVIDIA's packages make it
 # (/usr/local/cuda-X.Y) or as the cuda role adopts one (cuda_home): an absolute path of plain names, without what
 # ld.so.conf takes for a separator, whose last name says CUDA. "/", "/root" or "/etc" are not.
-CUDA_HOME = re.compile(r"(?:/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*/[A-Za-z0-9._+-]*[Cc][Uu][Dd][Aa][A-Za-z0-9._+-]*")
+# Each name is matched on its own, split at the slashes: one pattern over the whole path would backtrack over a
+# long one.
+DIRECTORY_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
+CUDA_NAME = re.compile(r"[A-Za-z0-9._+-]*")
 # Trees that hold configuration or the kernel's view, never a CUDA installation (/etc/alternatives/cuda is a link).
 NOT_CUDA_HOMES = ("/etc/", "/proc/", "/sys/", "/dev/", "/run/")
 
 
+def is_cuda_home_path(path):
+    """Whether path has the shape of a CUDA installation's: absolute, of plain names, the last saying CUDA."""
+    if not path.startswith("/"):
+        return False
+    names = path[1:].split("/")
+    last = names.pop()
+    return (all(DIRECTORY_NAME.fullmatch(name) for name in names) and CUDA_NAME.fullmatch(last) is not None
+            and "cuda" in last.lower())
+
+
 def is_cuda_home(path):
-    """Whether a snapshot may point /usr/local/cuda at path (CUDA_HOME, outside NOT_CUDA_HOMES)."""
-    return CUDA_HOME.fullmatch(path) is not None and not path.startswith(NOT_CUDA_HOMES)
+    """Whether a snapshot may point /usr/local/cuda at path (is_cuda_home_path, outside NOT_CUDA_HOMES)."""
+    return is_cuda_home_path(path) and not path.startswith(NOT_CUDA_HOMES)
 
 
 DISABLED_SUFFIX = ".disabled-by-blackwell-gpu-node"

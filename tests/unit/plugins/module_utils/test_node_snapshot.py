@@ -581,6 +581,7 @@ def test_the_serialized_text_and_the_summary_without_the_server():
     ("/usr/local/cuda-13.0", True), ("/usr/local/cuda-12.8", True), ("/opt/nvidia/cuda", True),
     ("/opt/cuda-13.0.1", True), ("/", False), ("/root", False), ("/etc/alternatives/cuda", False),
     ("/usr/local/cuda-13.0/../../..", False), ("/opt/cu da", False), ("/opt/cuda:x", False), ("cuda-13.0", False),
+    ("/usr//cuda", False), ("/usr/local/.cuda/cuda", False), ("/usr/local/", False), ("/.cuda", True),
 ])
 def test_a_snapshot_points_usr_local_cuda_at_a_cuda_installation_only(path, accepted):
     assert is_cuda_home(path) is accepted

@@ -86,6 +86,9 @@ MESSAGES = [
     ("nvshmem setup connections failed", "nvshmem_init"),
     ("nvshmem initialization failed, exiting", "nvshmem_init"),
     ("192-168-183-165:132677:132677 [3] NVSHMEM INFO nvshmemi_common_init failed, continuing", "nvshmem_init"),
+    ("nvshmem_init failed", "nvshmem_init"),
+    ("nvshmemi_init_thread failed", "nvshmem_init"),
+    ("nvshmemi_transport_ibrc_init failed", "nvshmem_init"),
     ("[2025-06-17 14:02:14] Mooncake Transfer Engine initialization failed.", "transfer_engine"),
     ("E0617 14:02:14.685174 355565 transfer_metadata_plugin.cpp:543] SocketHandShakePlugin: bind (port 340): "
      "Permission denied [13]", "transfer_engine"),
