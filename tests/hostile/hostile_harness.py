@@ -382,6 +382,8 @@ class Case(object):
         for process in run.left_running:
             found.append("left running: pid %d uid %d %s" % (process["pid"], process["uid"], process["argv"][:80]))
         if run.result is not None and not run.timed_out:
+            found.extend("its result holds a control character from outside at %s" % where
+                         for where in control_text(run.result)[:3])
             if expect == "refused":
                 if not run.failed:
                     found.append("not refused (changed=%s)" % run.result.get("changed"))
@@ -440,6 +442,25 @@ class Venv(object):
         path.write_text(line if line.endswith("\n") else line + "\n")
         self.case.chown(path)
         return path
+
+
+# What no result may show of text from outside: terminal sequences start with ESC (or the C1 CSI), and any other
+# control character but the line end and the tab acts in the terminal, log viewer or browser that shows it.
+RESULT_CONTROL = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def control_text(value, path="result"):
+    """Where value (a parsed JSON result) holds a control character, as 'path: U+XXXX' lines: the walk every run's
+    result gets, whatever its module, so that text a module took from outside reaches no result uncleaned."""
+    if isinstance(value, dict):
+        return [found for key, item in sorted(value.items(), key=lambda pair: str(pair[0]))
+                for found in control_text(key, "%s key" % path) + control_text(item, "%s.%s" % (path, key))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in control_text(item, "%s[%d]" % (path, index))]
+    if isinstance(value, str):
+        found = RESULT_CONTROL.search(value)
+        return ["%s: U+%04X" % (path, ord(found.group()))] if found else []
+    return []
 
 
 def one_line(text):
