@@ -21,7 +21,9 @@ description:
     or taken out on purpose (for a drain, the URLs out in O(workers_file), as M(blackwell.gpu_node.gateway_workers)
     keeps them), and which registered workers are not of the fleet. RV(problems) names each worker of the fleet
     that is registered unhealthy, or missing without being out.
-  - Every request has one deadline (O(timeout)) and reads at most 4 MiB.
+  - Every request has one deadline (O(timeout)) and reads at most 4 MiB; a listing of more than 4096 workers is
+    refused. What the gateway says (ids, URLs, names, an error's body) is shown without terminal sequences or
+    control characters, each value cut to 300 bytes, with the admin key and the workers' keys masked.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
@@ -168,7 +170,7 @@ def main():
         module.fail_json(msg="; ".join(problems), problems=problems)
 
     gateway = gateway_workers.Gateway(params["gateway_url"], params["admin_key"], exchange, NoAnswer,
-                                      params["timeout"])
+                                      params["timeout"], [worker.get("api_key") for worker in params["workers"]])
     try:
         listing = gateway.workers()
     except gateway_workers.GatewayError as exc:

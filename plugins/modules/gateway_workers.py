@@ -33,7 +33,13 @@ description:
     then waits, for at most O(wait_timeout) seconds, until every worker it added or updated is listed and healthy,
     and fails naming those that are not.
   - Every request to the gateway has one deadline (O(timeout)) for connecting, sending and reading, and reads at
-    most 4 MiB of an answer.
+    most 4 MiB of an answer. A listing of more than 4096 workers, or an answer with a number of more than 32
+    characters, is refused.
+  - A worker is removed or updated by the id the gateway lists it by, which sglang-router gives as a UUID. An id of
+    another shape is never put into a request; the module fails naming it, before it changes the gateway or
+    O(workers_file).
+  - What the gateway says (ids, URLs, names, an error's body) is shown without terminal sequences or control
+    characters, each value cut to 300 bytes, with the admin key and the workers' keys masked.
   - Workers are compared by URL, with scheme and host in lower case and the port written out (C(http://h) is
     C(http://h:80)); URLs are registered in that form.
 extends_documentation_fragment:
@@ -248,7 +254,7 @@ def main():
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), problems=problems)
 
     gateway = gateway_workers.Gateway(params["gateway_url"], params["admin_key"], exchange, NoAnswer,
-                                      params["timeout"])
+                                      params["timeout"], [worker.get("api_key") for worker in params["workers"]])
     result = dict(changed=False, changes=[], workers=[], out=[], waiting=[],
                   workers_file=kept.path if kept is not None else None)
     try:
@@ -259,6 +265,9 @@ def main():
         before = gateway.workers()
         steps = gateway_workers.plan(before, params["workers"], out, params["exclusive"])
         result.update(changes=gateway_workers.describe(steps), out=steps["out"])
+        refused = gateway_workers.id_problems(steps)
+        if refused:
+            module.fail_json(msg="Nothing was changed: " + "; ".join(refused), problems=refused, **result)
         document = gateway_workers.kept_document(previous, params["workers"], steps, params["exclusive"])
         # An owner, group or mode changed by hand would let others read the keys, or write the workers.
         writes = kept is not None and (document != previous or not kept.written(owner, group))

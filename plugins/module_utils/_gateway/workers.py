@@ -25,8 +25,9 @@ __metaclass__ = type  # pragma: no mutate
 import hashlib
 import json
 import os
+import re
 import time
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
@@ -36,7 +37,12 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
     trusted_directory,
     write_atomically,
 )
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
+    control_character_problem,
+    printable_text,
+    result_line,
+)
 
 # `--policy` choices of sglang-router 0.3.2 (router_args.py; `bucket` is a prefill policy only).
 POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
@@ -48,6 +54,19 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 REQUEST_TIMEOUT = 10.0
 LISTING_LIMIT = 4 << 20
 POLL_INTERVAL = 0.25
+# More workers than one gateway fronts in any fleet (each is a GPU node's server); a listing of more is not taken,
+# so that what a result shows of it stays bounded.
+WORKERS_LIMIT = 4096
+# A number in the gateway's answers is a count, a port, a load or a cost: more characters than this is none of them,
+# and int() of a long run of digits takes time that grows with the square of its length (past 4,300 digits it
+# raises). JSON's grammar leaves only ASCII digits, a sign, a point and an exponent: the length is what is bounded.
+NUMBER_CHARACTERS = 32
+# How much of one text from the gateway (an id, a URL, a label, an error's body) a result shows.
+SHOWN_BYTES = 300
+# sglang-router 0.3.2 names each worker it registers by a random UUID, written hyphenated (WorkerId::new in
+# core/worker_registry.rs: Uuid::new_v4; later releases take v7, of the same form). An id of another shape did not
+# come from it, and is never put into a request's path, where `../` or `?` would send the admin key elsewhere.
+WORKER_ID = re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
 
 
 def url_problem(url, variable):
@@ -240,18 +259,50 @@ def registration(worker):
 
 
 def registered(listing):
-    """The workers of a GET /workers answer (its parsed JSON): [{id, url (normalized), labels, healthy}].
-    ValueError when the answer is not the gateway's listing."""
+    """The workers of a GET /workers answer (its parsed JSON): [{id, url (normalized), labels, healthy}], each
+    value as the gateway gave it (shown() cleans what a result shows). ValueError when the answer is not the
+    gateway's listing, or lists more than WORKERS_LIMIT workers; its message quotes the entry whole, for the
+    caller to mask before it is cut."""
     if not isinstance(listing, dict) or not isinstance(listing.get("workers"), list):
         raise ValueError("GET /workers did not answer with the gateway's worker list")
+    if len(listing["workers"]) > WORKERS_LIMIT:
+        raise ValueError("GET /workers listed %d workers, more than the %d one gateway fronts"
+                         % (len(listing["workers"]), WORKERS_LIMIT))
     found = []
     for entry in listing["workers"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or url_problem(entry.get("url"), "url"):
-            raise ValueError("GET /workers listed a worker without an id or a URL: %s" % json.dumps(entry)[:200])
+            raise ValueError("GET /workers listed a worker without an id or a URL: %s" % json.dumps(entry))
         metadata = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
-        found.append({"id": entry["id"], "url": normalized_url(entry["url"]), "raw_url": entry["url"],
-                      "labels": metadata, "healthy": entry.get("is_healthy") is True})
+        found.append({"id": entry["id"], "url": normalized_url(entry["url"]), "labels": metadata,
+                      "healthy": entry.get("is_healthy") is True})
     return found
+
+
+def shown(value):
+    """A value of the gateway's answer as a result shows it: one line of printable text, at most SHOWN_BYTES."""
+    return result_line(value, SHOWN_BYTES)
+
+
+def _node(entry, default=None):
+    """The node label of a registered entry as a result shows it; default when it has none."""
+    value = entry["labels"].get(NODE_LABEL)
+    return default if value is None or value == "" else shown(value)
+
+
+def id_problem(worker_id):
+    """Why worker_id (from the gateway's listing) is not put into a request, naming it as a result may show it;
+    None for an id of the shape the gateway gives."""
+    if isinstance(worker_id, str) and WORKER_ID.fullmatch(worker_id):
+        return None
+    return ("the gateway lists a worker by the id %s, which is not of the shape sglang-router gives its workers "
+            "(a UUID): no request names it" % json.dumps(shown(worker_id)))
+
+
+def id_problems(steps):
+    """An id_problem for each worker that plan()'s steps would remove or update by an id not of the gateway's
+    shape."""
+    ids = [entry["id"] for entry in steps["remove"]] + [worker_id for worker_id, _body in steps["update"]]
+    return [problem for problem in (id_problem(worker_id) for worker_id in ids) if problem]
 
 
 def _matches(selector, worker):
@@ -299,25 +350,52 @@ def plan(current, workers, out=(), exclusive=True):
 
 
 def _worker_view(entry, names):
-    return {"id": entry["id"], "url": entry["url"], "name": names.get(entry["url"], entry["labels"].get(NODE_LABEL)),
-            "healthy": entry["healthy"]}
+    name = names[entry["url"]] if entry["url"] in names else _node(entry)
+    return {"id": shown(entry["id"]), "url": shown(entry["url"]), "name": name, "healthy": entry["healthy"]}
 
 
 class GatewayError(Exception):
     """The gateway refused a request or gave no answer; the message says which and why."""
 
 
+def _number(kind):
+    def parse(text):
+        if len(text) > NUMBER_CHARACTERS:
+            raise ValueError("a number of %d characters" % len(text))
+        return kind(text)
+    return parse
+
+
+def parsed_answer(answer):
+    """The JSON document of an answer's bytes (None for none), its numbers bounded; ValueError when it is not
+    JSON, holds a number of more than NUMBER_CHARACTERS characters, or nests too deep for the parser."""
+    if not answer:
+        return None
+    try:
+        return json.loads(answer.decode("utf-8"), parse_int=_number(int), parse_float=_number(float))
+    except RecursionError:
+        raise ValueError("nested too deep")
+
+
 class Gateway(object):
     """The admin API of one gateway. exchange: a bounded HTTP request with serving.exchange's signature (url,
     method, body, headers, timeout, limit=...) -> (status, body bytes), each request within its own deadline and
-    read up to limit bytes; it raises no_answer when no whole answer came."""
+    read up to limit bytes; it raises no_answer when no whole answer came. secrets: the workers' keys, masked with
+    the admin key wherever the gateway's words are shown."""
 
-    def __init__(self, base_url, admin_key, exchange, no_answer, timeout=REQUEST_TIMEOUT):
+    def __init__(self, base_url, admin_key, exchange, no_answer, timeout=REQUEST_TIMEOUT, secrets=()):
         self.base_url = base_url.rstrip("/")
         self.admin_key = admin_key
         self.exchange = exchange
         self.no_answer = no_answer
         self.timeout = timeout
+        self.secrets = [value for value in [admin_key] + list(secrets) if value]
+
+    def quoted(self, text):
+        """Text of the gateway's (an error's body, its words for a failed request) as a result shows it: terminal
+        sequences and control characters removed first (so that none splits a key), every key masked, then one
+        line cut to SHOWN_BYTES (a cut after the masking leaves no part of a key)."""
+        return result_line(masked_text(printable_text(text), values=self.secrets), SHOWN_BYTES)
 
     def _ask(self, method, path, document=None, accepted=(200,)):
         headers = [("Content-Type", "application/json")]
@@ -328,31 +406,41 @@ class Gateway(object):
         try:
             status, answer = self.exchange(self.base_url + path, method, body, headers, self.timeout,
                                            limit=LISTING_LIMIT)
-        except self.no_answer as exc:  # its message says why
-            raise GatewayError("%s %s" % (what, exc))
+        except self.no_answer as exc:  # its message says why, and may quote the gateway
+            raise GatewayError("%s %s" % (what, self.quoted(exc)))
         if status not in accepted:
             hint = " (the admin key is wrong or missing)" if status in (401, 403) else ""
             raise GatewayError("%s answered HTTP %d%s: %s" % (
-                what, status, hint, answer[:200].decode("utf-8", "replace")))
+                what, status, hint, self.quoted(answer.decode("utf-8", "replace")) or "(no body)"))
         try:
-            return json.loads(answer.decode("utf-8")) if answer else None
-        except ValueError:
-            raise GatewayError("%s answered with something that is not JSON" % what)
+            return parsed_answer(answer)
+        except ValueError as exc:
+            raise GatewayError("%s answered with something that is not JSON of the gateway's (%s)"
+                               % (what, self.quoted(exc)))
 
     def workers(self):
         try:
             return registered(self._ask("GET", "/workers"))
         except ValueError as exc:
-            raise GatewayError(str(exc))
+            raise GatewayError(self.quoted(exc))
+
+    @staticmethod
+    def worker_path(worker_id):
+        """The path of one worker's requests. GatewayError (before anything is sent) for an id not of the
+        gateway's shape; the id is quoted as one path segment all the same."""
+        problem = id_problem(worker_id)
+        if problem:
+            raise GatewayError(problem)
+        return "/workers/" + quote(worker_id, safe="")
 
     def add(self, body):
         return self._ask("POST", "/workers", body, accepted=(200, 201, 202))
 
     def update(self, worker_id, body):
-        return self._ask("PUT", "/workers/" + worker_id, body, accepted=(200, 202))
+        return self._ask("PUT", self.worker_path(worker_id), body, accepted=(200, 202))
 
     def delete(self, worker_id):
-        return self._ask("DELETE", "/workers/" + worker_id, accepted=(200, 202, 404))
+        return self._ask("DELETE", self.worker_path(worker_id), accepted=(200, 202, 404))
 
 
 def apply(gateway, steps):
@@ -380,8 +468,8 @@ def wait_registered(gateway, urls, timeout, clock=time.monotonic, sleep=time.sle
 
 
 def describe(steps):
-    """One line per change, as a result shows them (no key)."""
-    lines = ["remove %s (%s)" % (entry["url"], entry["labels"].get(NODE_LABEL) or "?") for entry in steps["remove"]]
+    """One line per change, as a result shows them (no key; what the gateway gave cleaned)."""
+    lines = ["remove %s (%s)" % (shown(entry["url"]), _node(entry, "?")) for entry in steps["remove"]]
     lines += ["add %s (%s)" % (body["url"], body["labels"].get(NODE_LABEL, "?")) for body in steps["add"]]
     lines += ["update %s (%s): key or labels" % (body["url"], body["labels"].get(NODE_LABEL, "?"))
               for _id, body in steps["update"]]
@@ -390,21 +478,22 @@ def describe(steps):
 
 def diff_lines(before, steps, workers):
     """(before, after): the registered workers before the plan and once it is carried out, one `URL (name)` line
-    each, for a diff."""
+    each, for a diff (what the gateway gave cleaned)."""
     names = dict((normalized_url(worker["url"]), worker.get("name")) for worker in workers)
-    shown = dict((entry["url"], names.get(entry["url"]) or entry["labels"].get(NODE_LABEL) or "?") for entry in before)
+    listed = dict((entry["url"], names.get(entry["url"]) or _node(entry, "?")) for entry in before)
     removed = set(entry["url"] for entry in steps["remove"])
-    after = dict((url, name) for url, name in shown.items() if url not in removed)
+    after = dict((url, name) for url, name in listed.items() if url not in removed)
     after.update((body["url"], body["labels"].get(NODE_LABEL, "?")) for body in steps["add"])
     after.update((body["url"], body["labels"].get(NODE_LABEL, "?")) for _id, body in steps["update"])
 
     def text(found):
-        return "".join("%s (%s)\n" % item for item in sorted(found.items()))
-    return text(shown), text(after)
+        return "".join("%s (%s)\n" % (shown(url), name) for url, name in sorted(found.items()))
+    return text(listed), text(after)
 
 
 def view(listing, workers):
-    """The registered workers as a result shows them: id, url, name, healthy (never a key)."""
+    """The registered workers as a result shows them: id, url, name, healthy (never a key; what the gateway gave
+    cleaned)."""
     names = dict((normalized_url(worker["url"]), worker.get("name")) for worker in workers)
     return [_worker_view(entry, names) for entry in listing]
 
@@ -537,9 +626,9 @@ def fleet_health(listing, workers, out):
     """What the gateway holds of the fleet: listing is registered()'s, workers the fleet ({name, url}), out the
     URLs kept out on purpose (the workers file's). {'healthy', 'unhealthy', 'missing', 'out', 'unexpected':
     `name (URL)` lines; 'problems': a worker of the fleet that is registered unhealthy, or not registered without
-    being out}."""
-    def shown(name, url):
-        return "%s (%s)" % (name, url) if name else url
+    being out}. What the gateway gave is cleaned."""
+    def line(name, url):
+        return "%s (%s)" % (name, shown(url)) if name else shown(url)
     by_url = dict((entry["url"], entry) for entry in listing)
     out = set(out)
     fleet = [(worker.get("name"), normalized_url(worker["url"])) for worker in workers]
@@ -547,19 +636,19 @@ def fleet_health(listing, workers, out):
     for name, url in fleet:
         entry = by_url.get(url)
         if url in out and entry is None:
-            report["out"].append(shown(name, url))
+            report["out"].append(line(name, url))
         elif entry is None:
-            report["missing"].append(shown(name, url))
+            report["missing"].append(line(name, url))
             report["problems"].append("%s is not registered with the gateway, and not taken out on purpose: run the "
-                                      "gateway role (or gateway_workers) to register it" % shown(name, url))
+                                      "gateway role (or gateway_workers) to register it" % line(name, url))
         elif entry["healthy"]:
-            report["healthy"].append(shown(name, url))
+            report["healthy"].append(line(name, url))
         else:
-            report["unhealthy"].append(shown(name, url))
+            report["unhealthy"].append(line(name, url))
             report["problems"].append("%s is registered, but the gateway finds it unhealthy (its /health does not "
                                       "answer from the gateway's host, or its key is wrong): it gets no request"
-                                      % shown(name, url))
+                                      % line(name, url))
     fleet_urls = set(url for _name, url in fleet)
-    report["unexpected"] = [shown(entry["labels"].get(NODE_LABEL), entry["url"]) for entry in listing
+    report["unexpected"] = [line(_node(entry), entry["url"]) for entry in listing
                             if entry["url"] not in fleet_urls]
     return report

@@ -1,6 +1,7 @@
 """The gateway's core: its settings, the fleet's workers from inventory, and the plan that brings the registered
 workers to them, with a gateway stand-in that answers as sglang-router 0.3.2's admin API does."""
 import json
+import re
 
 import pytest
 
@@ -114,6 +115,11 @@ def test_a_workers_labels_carry_its_name_and_a_digest_of_its_key_never_the_key()
     assert "api_key" not in core.registration({"url": "http://h:1"})
 
 
+def worker_id(serial):
+    """The id the stand-in gives its serial-th worker: a UUID, as sglang-router 0.3.2 gives (Uuid::new_v4)."""
+    return "00000000-0000-4000-8000-%012d" % serial
+
+
 class FakeGateway(object):
     """sglang-router 0.3.2's admin API over exchange(): registration is immediate for reachable URLs; an
     unreachable one is never listed, as the real gateway keeps it in its background job."""
@@ -137,16 +143,16 @@ class FakeGateway(object):
         if method == "POST" and path == "workers":
             if document["url"] not in self.unreachable:
                 self.serial += 1
-                self.registered["id-%d" % self.serial] = {"url": document["url"], "is_healthy": True,
-                                                          "metadata": document.get("labels", {})}
+                self.registered[worker_id(self.serial)] = {"url": document["url"], "is_healthy": True,
+                                                           "metadata": document.get("labels", {})}
             return 202, b'{"status":"accepted"}'
-        worker_id = path.partition("/")[2]
-        if worker_id not in self.registered:
+        named = path.partition("/")[2]
+        if named not in self.registered:
             return 404, b'{"code":"WORKER_NOT_FOUND"}'
         if method == "DELETE":
-            del self.registered[worker_id]
+            del self.registered[named]
         elif method == "PUT":
-            self.registered[worker_id]["metadata"] = document["labels"]
+            self.registered[named]["metadata"] = document["labels"]
         return 202, b'{"status":"accepted"}'
 
 
@@ -185,7 +191,7 @@ def test_a_worker_left_out_of_the_list_is_removed_by_id_unless_not_exclusive():
     assert core.plan(gateway.workers(), FLEET[:1], exclusive=False)["remove"] == []
     steps = converge(gateway, FLEET[:1])
     assert [entry["url"] for entry in steps["remove"]] == ["http://10.0.0.12:30000"]
-    assert ("DELETE", "/workers/id-2") in fake.requests
+    assert ("DELETE", "/workers/" + worker_id(2)) in fake.requests
     assert [entry["url"] for entry in gateway.workers()] == ["http://10.0.0.11:30000"]
 
 
@@ -195,7 +201,7 @@ def test_a_changed_key_is_updated_in_place():
     converge(gateway, FLEET)
     rotated = [FLEET[0], dict(FLEET[1], api_key="k2-new")]
     steps = converge(gateway, rotated)
-    assert [worker_id for worker_id, _body in steps["update"]] == ["id-2"] and steps["add"] == []
+    assert [listed_id for listed_id, _body in steps["update"]] == [worker_id(2)] and steps["add"] == []
     assert steps["update"][0][1]["api_key"] == "k2-new"
     assert core.describe(steps) == ["update http://10.0.0.12:30000 (gpu02): key or labels"]
     assert core.plan(gateway.workers(), rotated)["update"] == []
@@ -350,3 +356,227 @@ def test_the_fleets_health_names_the_unhealthy_and_the_missing_but_not_those_out
     assert report["unexpected"] == ["old (http://10.0.0.99:30000)"]
     assert [problem.split(" is ")[0] for problem in report["problems"]] == ["gpu02 (http://10.0.0.12:30000)",
                                                                             "gpu03 (http://10.0.0.13:30000)"]
+
+
+A, B = FLEET
+A_URL, B_URL = "http://10.0.0.11:30000", "http://10.0.0.12:30000"
+STRANGER = {"name": "old", "url": "http://10.0.0.99:30000", "api_key": "k9"}
+
+
+def registered_as(worker, serial, **labels):
+    """The entry GET /workers lists for worker once registered (registration()'s labels, with labels changed)."""
+    body = core.registration(worker)
+    return {"id": worker_id(serial), "url": body["url"], "labels": dict(body["labels"], **labels), "healthy": True}
+
+
+def summary(steps):
+    return {"add": [body["url"] for body in steps["add"]],
+            "update": [(listed_id, body["url"]) for listed_id, body in steps["update"]],
+            "remove": [entry["url"] for entry in steps["remove"]], "keep": [entry["url"] for entry in steps["keep"]],
+            "out": steps["out"]}
+
+
+def expected(add=(), update=(), remove=(), keep=(), out=()):
+    return {"add": list(add), "update": list(update), "remove": list(remove), "keep": list(keep), "out": list(out)}
+
+
+# registered or not x wanted, out or unknown to workers x exclusive or not x key or labels changed: the steps.
+TRANSITIONS = {
+    "wanted, unregistered: added": (
+        [], [A], [], True, expected(add=[A_URL])),
+    "wanted, registered alike: kept": (
+        [registered_as(A, 1)], [A], [], True, expected(keep=[A_URL])),
+    "wanted, registered alike, not exclusive: kept": (
+        [registered_as(A, 1)], [A], [], False, expected(keep=[A_URL])),
+    "wanted, registered with another key: updated in place": (
+        [registered_as(dict(A, api_key="k-old"), 1)], [A], [], True, expected(update=[(worker_id(1), A_URL)])),
+    "wanted, registered under another name: updated in place": (
+        [registered_as(dict(A, name="gpu-old"), 1)], [A], [], False, expected(update=[(worker_id(1), A_URL)])),
+    "wanted, registered without its labels (by hand): updated in place": (
+        [dict(registered_as(A, 1), labels={})], [A], [], True, expected(update=[(worker_id(1), A_URL)])),
+    "wanted, registered with labels of its own besides ours: kept": (
+        [registered_as(A, 1, zone="rack-3")], [A], [], True, expected(keep=[A_URL])),
+    "wanted without a key, registered without one: kept": (
+        [registered_as(dict(A, api_key=None), 1)], [dict(A, api_key=None)], [], True, expected(keep=[A_URL])),
+    "wanted without a key, registered with one: updated in place": (
+        [registered_as(A, 1)], [dict(A, api_key=None)], [], True, expected(update=[(worker_id(1), A_URL)])),
+    "wanted, registered under another spelling of its URL: kept": (
+        [dict(registered_as(A, 1), url=core.normalized_url("HTTP://10.0.0.11:30000/"))], [A], [], True,
+        expected(keep=[A_URL])),
+    "out, registered: removed, not added": (
+        [registered_as(A, 1), registered_as(B, 2)], FLEET, ["gpu02"], True,
+        expected(remove=[B_URL], keep=[A_URL], out=[B_URL])),
+    "out, already unregistered: nothing to add": (
+        [registered_as(A, 1)], FLEET, ["gpu02"], True, expected(keep=[A_URL], out=[B_URL])),
+    "out, already unregistered, not exclusive: nothing to add": (
+        [], FLEET, ["gpu02"], False, expected(add=[A_URL], out=[B_URL])),
+    "out, registered with another key: removed, not updated": (
+        [registered_as(dict(B, api_key="k-old"), 2)], [B], ["gpu02"], True, expected(remove=[B_URL], out=[B_URL])),
+    "out, registered, not exclusive: removed all the same": (
+        [registered_as(B, 2)], [B], ["gpu02"], False, expected(remove=[B_URL], out=[B_URL])),
+    "out by its URL in another spelling: removed": (
+        [registered_as(B, 2)], FLEET, ["HTTP://10.0.0.12:30000/"], True, expected(add=[A_URL], remove=[B_URL],
+                                                                                  out=[B_URL])),
+    "every worker out, none registered: nothing at all": (
+        [], FLEET, ["gpu01", "gpu02"], True, expected(out=[A_URL, B_URL])),
+    "unknown, registered, exclusive: removed": (
+        [registered_as(STRANGER, 9)], [A], [], True, expected(add=[A_URL], remove=[STRANGER["url"]])),
+    "unknown, registered, not exclusive: left alone": (
+        [registered_as(STRANGER, 9), registered_as(A, 1)], [A], [], False, expected(keep=[A_URL])),
+    "no workers, exclusive: every registered one removed": (
+        [registered_as(A, 1), registered_as(STRANGER, 9)], [], [], True, expected(remove=[A_URL, STRANGER["url"]])),
+    "no workers, not exclusive: nothing": (
+        [registered_as(A, 1)], [], [], False, expected()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSITIONS))
+def test_the_plan_of_each_transition(name):
+    current, workers, out, exclusive, steps = TRANSITIONS[name]
+    assert summary(core.plan(current, workers, out, exclusive)) == steps
+
+
+def test_a_worker_out_and_unregistered_is_not_added_by_the_next_routine_run():
+    # The run after a drain names the whole fleet again, with the drained node out: it stays out, unchanged.
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    converge(gateway, FLEET, out=["gpu02"])
+    steps = converge(gateway, FLEET, out=["gpu02"])
+    assert core.describe(steps) == [] and steps["add"] == [] and steps["out"] == [B_URL]
+    assert [entry["url"] for entry in gateway.workers()] == [A_URL]
+    assert [method for method, _path in fake.requests].count("POST") == 2
+
+
+HOSTILE_ID = "../../shutdown?now=1"
+
+
+@pytest.mark.parametrize("listed_id", [HOSTILE_ID, "", "id-1", worker_id(1) + "\n", worker_id(1) + "/x",
+                                       worker_id(1).replace("-", "%2D"), "x" * 4096, "\x1b[31m" + worker_id(1)])
+def test_an_id_not_of_the_gateways_shape_is_refused_naming_it_cleaned(listed_id):
+    problem = core.id_problem(listed_id)
+    assert problem and "not of the shape sglang-router gives" in problem
+    assert "\x1b" not in problem and "\n" not in problem and len(problem.encode("utf-8")) < 600
+
+
+def test_an_id_of_the_gateways_shape_is_sent_as_one_path_segment():
+    assert core.id_problem(worker_id(1)) is None and core.id_problem("5B0C8E1E-7C1D-4C5E-9F39-2A0F3C7B2F10") is None
+    assert core.Gateway.worker_path(worker_id(7)) == "/workers/" + worker_id(7)
+
+
+def test_a_request_by_a_hostile_id_is_never_sent():
+    fake = FakeGateway()
+    gateway = gateway_of(fake)
+    for request in (lambda: gateway.delete(HOSTILE_ID), lambda: gateway.update(HOSTILE_ID, {"url": A_URL})):
+        with pytest.raises(core.GatewayError, match="no request names it"):
+            request()
+    assert fake.requests == []
+
+
+def test_the_plans_requests_by_a_hostile_id_are_named_before_anything_is_sent():
+    current = [dict(registered_as(STRANGER, 9), id=HOSTILE_ID),
+               dict(registered_as(dict(A, api_key="old"), 1), id="id-1"), registered_as(B, 2)]
+    steps = core.plan(current, FLEET)
+    problems = core.id_problems(steps)
+    assert len(problems) == 2 and json.dumps(HOSTILE_ID) in problems[0] and '"id-1"' in problems[1]
+    # A worker left alone or kept as it is needs no request: its id, whatever it is, is only shown.
+    assert core.id_problems(core.plan(current, FLEET, exclusive=False)) == [problems[1]]
+    assert core.id_problems(core.plan(current[:1], [], exclusive=False)) == []
+
+
+def hostile_listing():
+    return {"workers": [
+        {"id": "\x1b]0;owned\x07" + worker_id(1), "url": A_URL, "is_healthy": True,
+         "metadata": {"node": "gpu\x1b[2J\x1b[31m01\r\nInjected: yes", core.KEY_LABEL: "x"}},
+        {"id": HOSTILE_ID, "url": "http://10.0.0.99:30000", "is_healthy": False,
+         "metadata": {"node": "\u009b31m" + "n" * 100000}},
+    ], "total": 2}
+
+
+def control_free(value):
+    """Whether no text in value holds a control character but the line end and the tab."""
+    if isinstance(value, dict):
+        return all(control_free(key) and control_free(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(control_free(item) for item in value)
+    return not isinstance(value, str) or re.search(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]", value) is None
+
+
+def test_what_the_gateway_lists_reaches_every_view_cleaned_and_bounded():
+    listing = core.registered(hostile_listing())
+    steps = core.plan(listing, FLEET[:1] + [dict(B, name=None)])
+    shown = [core.view(listing, []), core.describe(steps), core.diff_lines(listing, steps, FLEET),
+             core.fleet_health(listing, FLEET, [])]
+    assert all(control_free(value) for value in shown), shown
+    view = core.view(listing, [])
+    assert view[0]["id"] == "0" * 8 + worker_id(1)[8:] and view[0]["name"] == "gpu01 Injected: yes"
+    assert view[1]["id"] == HOSTILE_ID and len(view[1]["name"].encode("utf-8")) < core.SHOWN_BYTES + 40
+    unexpected = core.fleet_health(listing, FLEET, [])["unexpected"]
+    assert unexpected[0].startswith("nnn") and unexpected[0].endswith("bytes cut] (http://10.0.0.99:30000)")
+    assert max(len(line) for line in core.describe(steps)) < core.SHOWN_BYTES + 100
+
+
+def test_a_listing_of_too_many_workers_is_refused():
+    entry = {"id": worker_id(1), "url": A_URL}
+    assert len(core.registered({"workers": [entry] * core.WORKERS_LIMIT})) == core.WORKERS_LIMIT
+    too_many = "listed %d workers, more than the %d" % (core.WORKERS_LIMIT + 1, core.WORKERS_LIMIT)
+    with pytest.raises(ValueError, match=too_many):
+        core.registered({"workers": [entry] * (core.WORKERS_LIMIT + 1)})
+
+
+class Answering(object):
+    """An exchange() that answers every request with one status and body."""
+
+    def __init__(self, status, body):
+        self.status, self.body, self.requests = status, body, []
+
+    def __call__(self, url, method, body, headers, timeout, limit):
+        self.requests.append((method, url))
+        return self.status, self.body
+
+
+@pytest.mark.parametrize("body", [b'{"workers": [], "total": ' + b"9" * 5000 + b"}", b"[" * 100000,
+                                  b'{"workers": [], "load": 1' + b"0" * 40 + b".5}", b"\xff\xfe"])
+def test_an_answer_with_an_unbounded_number_or_nesting_is_not_json_of_the_gateways(body):
+    gateway = core.Gateway("http://127.0.0.1:30080", "adm", Answering(200, body), Unanswered)
+    with pytest.raises(core.GatewayError, match="not JSON of the gateway's"):
+        gateway.workers()
+
+
+def test_numbers_of_a_plain_size_are_read():
+    answer = core.parsed_answer(b'{"total": 2, "load": 0.25, "port": 30000}')
+    assert answer == {"total": 2, "load": 0.25, "port": 30000}
+    assert core.parsed_answer(b"") is None
+
+
+ADMIN_KEY = "adm-7c41e9"
+
+
+@pytest.mark.parametrize("status", [500, 401])
+def test_an_error_body_is_shown_masked_cleaned_and_cut(status):
+    body = ("bad key %s for %s; worker key k2 of http://10.0.0.12:30000, split ad\x1b[0mm-7c41e9;\r\n%s"
+            % (ADMIN_KEY, ADMIN_KEY, "x" * 100000)).encode()
+    gateway = core.Gateway("http://127.0.0.1:30080", ADMIN_KEY, Answering(status, body), Unanswered,
+                           secrets=["k2", None])
+    with pytest.raises(core.GatewayError) as raised:
+        gateway.workers()
+    message = str(raised.value)
+    assert ADMIN_KEY not in message and " k2 " not in message and "m-7c41e9" not in message
+    assert "********" in message and control_free(message) and len(message.encode("utf-8")) < 500
+    assert message.startswith("GET http://127.0.0.1:30080/workers answered HTTP %d" % status)
+
+
+def test_an_error_body_that_echoes_the_admin_key_json_escaped_is_masked():
+    escaped = json.dumps({"error": "key \\u0061" + ADMIN_KEY[1:] + " refused"})
+    gateway = core.Gateway("http://127.0.0.1:30080", ADMIN_KEY, Answering(403, escaped.encode()), Unanswered)
+    with pytest.raises(core.GatewayError) as raised:
+        gateway.workers()
+    assert ADMIN_KEY[1:] not in str(raised.value) and "refused" in str(raised.value)
+
+
+def test_a_listing_refused_for_its_entry_shows_the_entry_masked():
+    listing = json.dumps({"workers": [{"id": worker_id(1), "url": "ftp://x", "note": ADMIN_KEY + "\x1b[1m"}]})
+    gateway = core.Gateway("http://127.0.0.1:30080", ADMIN_KEY, Answering(200, listing.encode()), Unanswered)
+    with pytest.raises(core.GatewayError, match="without an id or a URL") as raised:
+        gateway.workers()
+    assert ADMIN_KEY not in str(raised.value) and control_free(str(raised.value))
