@@ -71,3 +71,16 @@ def test_the_documentation_site_lists_every_guide():
     sections = yaml.safe_load((CHECKOUT / "docs" / "docsite" / "extra-docs.yml").read_text())["sections"]
     listed = sorted(page for section in sections for page in section["toctree"])
     assert listed == sorted("guide_%s" % source.stem for source in (CHECKOUT / "docs" / "guides").glob("*.md"))
+
+
+def test_the_readme_opens_with_the_two_commands_that_set_everything_up():
+    """A newcomer finds `make demo` and `make test` before installing anything, as the Makefile's targets."""
+    readme = (CHECKOUT / "README.md").read_text()
+    front = readme[:readme.index("\n## Install")]
+    assert "\n## Two commands\n" in front
+    block = front[front.index("```sh\n") + 6:]
+    block = block[:block.index("```")]
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make demo", "make test"]
+    makefile = (CHECKOUT / "Makefile").read_text()
+    for target in ("demo", "test"):
+        assert "\n%s:" % target in makefile
