@@ -67,14 +67,19 @@ ansible_facts:
           type: str
           sample: ok
         message:
-          description: What C(nvidia-smi) said when the state is not V(ok).
+          description:
+            - What C(nvidia-smi) said when the state is not V(ok), on one line without terminal escape sequences and
+              control characters, cut to 2 KiB with the number of bytes cut said at its end.
           type: str
         count:
           description: Number of GPUs.
           type: int
           sample: 8
         gpus:
-          description: One entry per GPU.
+          description:
+            - One entry per GPU, the first 256 C(nvidia-smi) lists.
+            - Each value is shown without terminal escape sequences and control characters, cut to 256 bytes; a number
+              of more than 12 digits stays text.
           type: list
           elements: dict
           sample:
@@ -122,7 +127,10 @@ ansible_facts:
           type: list
           elements: list
         topology:
-          description: The C(nvidia-smi topo -m) matrix between GPUs, C(GPUi) to C(GPUj) to the link type.
+          description:
+            - The C(nvidia-smi topo -m) matrix between GPUs, C(GPUi) to C(GPUj) to the link type.
+            - A GPU is C(GPU) and its index of at most 4 digits; the first 256 GPUs of the table are read, of its first
+              MiB and 2048 lines, and a line of more than 16384 characters is left out.
           type: dict
         nvswitch:
           description:

@@ -276,7 +276,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_healt
     gather as gather_gpu_health,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import read_kernel_log
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gather_host
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import COMMAND_TIMEOUT, gather_host
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.pcie_fabric import read_fabric
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     evaluate,
@@ -287,7 +287,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
     venv_python_state,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_answered
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     BadState,
     Instance,
@@ -333,10 +333,6 @@ PEER = dict(host=dict(type="str", required=True), nnodes=dict(type="int", requir
             node_rank=dict(type="int", required=True), dist_init_addr=dict(type="str"))
 
 
-# Seconds each command that reads the GPUs may run: a GPU that hangs the driver must not hang preflight.
-GPU_COMMAND_TIMEOUT = 120
-
-
 def gpu_command_runner():
     """run(argv) -> (rc, stdout, stderr), bounded, each argv run once: gpu_facts and the GPUs' health share what
     nvidia-smi -q printed."""
@@ -345,11 +341,7 @@ def gpu_command_runner():
     def run(argv):
         key = tuple(argv)
         if key not in outputs:
-            try:
-                outputs[key] = run_bounded(list(argv), GPU_COMMAND_TIMEOUT)
-            except OSError as exc:
-                # A command that cannot start is an answer like any other: gpu_facts' state says what it means.
-                outputs[key] = (127, "", "%s: %s" % (argv[0], exc.strerror))
+            outputs[key] = run_answered(list(argv), COMMAND_TIMEOUT)
         return outputs[key]
     return run
 

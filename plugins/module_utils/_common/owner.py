@@ -148,6 +148,15 @@ def run_bounded(command, timeout=RUN_TIMEOUT, memory=None):
         return rc, _read_output(stdout), _read_output(stderr) + late
 
 
+def run_answered(argv, timeout=RUN_TIMEOUT):
+    """run_bounded of argv; a command that cannot start is an answer like any other, rc 127 and why, as a shell
+    gives it: the caller's verdict says what it means."""
+    try:
+        return run_bounded(argv, timeout)
+    except OSError as exc:
+        return 127, "", "%s: %s" % (argv[0], exc.strerror)
+
+
 def run_as_owner(uid, argv, option, timeout=RUN_TIMEOUT, environment=None):
     """run_bounded of argv as uid (owner_argv)."""
     return run_bounded(owner_argv(uid, argv, option, environment), timeout)

@@ -6,6 +6,9 @@
 which gathers the same facts).
 
 Pure functions over text, so that recorded outputs of real hosts test them; gather_host() reads the host for them.
+What nvidia-smi prints is text the collection does not control: each parser reads a bounded part of it, with string
+operations or patterns whose time is linear in the text, converts only numbers of a bounded count of digits, and
+cleans what it puts in the facts of terminal sequences and control characters.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,7 +18,17 @@ __metaclass__ = type  # pragma: no mutate
 import os
 import re
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_answered
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
+    RESULT_LINE_BYTES,
+    printable_text,
+    result_line,
+)
+
 PROC_VERSION = "/proc/driver/nvidia/version"
+# nvidia-smi on a GPU that stopped answering can hang for minutes: a command of gpu_facts ends by then, its
+# output read as far as it came.
+COMMAND_TIMEOUT = 120
 # The NVSwitch driver's PCI binding: one entry per switch it holds (besides bind, unbind, module...).
 NVSWITCH_DRIVER = "/sys/bus/pci/drivers/nvidia-nvswitch"
 
@@ -31,11 +44,32 @@ FACT_NAMES = dict(zip(QUERY_FIELDS, (
 INTEGER_FACTS = ("index", "memory_total_mib", "pcie_gen_current", "pcie_gen_max", "pcie_width_current",
                  "pcie_width_max")
 
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-UNIT = re.compile(r"\s*\[[^\]]*\]$")
-NVLINK = re.compile(r"^NV(\d+)$")
-# nvidia-smi separates the matrix's cells with tabs; copies pasted elsewhere often have spaces.
-CELL_SEPARATOR = re.compile(r"\t| {2,}")
+# The GPUs read of a list or a table: the largest boards hold 16, a node a few hundred at the very most.
+MAX_GPUS = 256
+# How much of a command's output is read. nvidia-smi prints a line or a row per GPU (and per NIC) of a few hundred
+# characters at most, and for -q some 250 lines and 14,000 characters per GPU; past these bounds the text is no
+# output of nvidia-smi's, and reading it whole would let a broken or replaced command spend the module's time and
+# memory. A longer line is left out whole.
+OUTPUT_CHARACTERS = 1 << 20
+OUTPUT_LINES = 2048
+DETAILS_CHARACTERS = 4 << 20
+DETAILS_LINES = 1 << 16
+LINE_CHARACTERS = 16384
+# What the facts show of one value nvidia-smi printed (a name, a UUID, a state), and of a table's cell (a link is
+# a few characters: "NODE", "NV18").
+VALUE_BYTES = 256
+CELL_BYTES = 64
+# A GPU of nvidia-smi's tables is "GPU" and its index, and a link of bonded NVLinks "NV" and their count (18 at
+# most so far). Their digits are bounded: int() of a long run of digits is slow, and refused past 4,300 digits
+# from Python 3.11 on.
+GPU_NAME = re.compile(r"GPU[0-9]{1,4}")
+NVLINK = re.compile(r"NV([0-9]{1,3})")
+# An integer fact (an index, MiB of memory, a PCIe generation or width); one of more digits stays text.
+INTEGER = re.compile(r"[0-9]{1,12}")
+# The versions of the table's header: digits and dots, 32 at most (none may follow: a longer one is no version).
+CUDA_VERSION = re.compile(r"CUDA (?:UMD )?Version:\s*([0-9][0-9.]{0,31})(?![0-9.])")
+DRIVER_VERSION = re.compile(r"(?:Driver|KMD) Version:\s*([0-9][0-9.]{0,31})(?![0-9.])")
+NO_VALUE = ("[N/A]", "N/A", "[Not Supported]", "")
 
 # The driver's own words for the states a host can be in, most specific first.
 STATES = (
@@ -54,71 +88,149 @@ def state_of(returncode, output):
     return "ok" if returncode == 0 else "error"
 
 
+def one_line(text, limit=RESULT_LINE_BYTES):
+    """What a command printed as a result shows it: one line without terminal sequences and control characters, cut
+    to limit bytes (result_line), without the spaces around it."""
+    return result_line(text.strip(), limit).strip()
+
+
 def _value(text):
-    text = text.strip()
-    if text in ("[N/A]", "N/A", "[Not Supported]", ""):
+    """A value as the facts show it: one_line, cut to VALUE_BYTES, None for nvidia-smi's spellings of no value, a
+    unit of MiB left out."""
+    text = one_line(text, VALUE_BYTES)
+    if text in NO_VALUE:
         return None
-    return re.sub(r"\s*MiB$", "", text)
+    return text[:-3].rstrip() if text.endswith("MiB") else text
+
+
+def _field(field):
+    """A CSV header's field without its unit, as a fact's name shows it: "memory.total [MiB]" is memory.total."""
+    field = field.strip()
+    if field.endswith("]"):
+        opening = field.find("[", field.rfind("]", 0, len(field) - 1) + 1)
+        if opening >= 0:
+            field = field[:opening].rstrip()
+    return result_line(field, VALUE_BYTES)
 
 
 def parse_query(text):
     """GPUs from `--query-gpu=... --format=csv`: with a header (any fields, units stripped), or
-    `noheader,nounits` output of QUERY_FIELDS."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    header = [UNIT.sub("", field.strip()) for field in lines[0].split(",")] if lines else []
+    `noheader,nounits` output of QUERY_FIELDS; the first MAX_GPUS of them."""
+    lines = [line for line in bounded_lines(text, OUTPUT_CHARACTERS, OUTPUT_LINES, []) if line.strip()]
+    header = [_field(field) for field in lines[0].split(",")] if lines else []
     if set(header) & set(QUERY_FIELDS):
         lines = lines[1:]
     else:
         header = list(QUERY_FIELDS)
     gpus = []
     for line in lines:
-        values = [_value(cell) for cell in line.split(",")]
-        if len(values) != len(header):
+        cells = line.split(",", len(header))
+        if len(cells) != len(header):
             continue
-        gpu = dict((FACT_NAMES.get(field, field), value) for field, value in zip(header, values))
+        gpu = dict((FACT_NAMES.get(field, field), _value(cell)) for field, cell in zip(header, cells))
         for name in INTEGER_FACTS:
-            if gpu.get(name) is not None and gpu[name].isdigit():
+            if gpu.get(name) is not None and INTEGER.fullmatch(gpu[name]):
                 gpu[name] = int(gpu[name])
         gpus.append(gpu)
+        if len(gpus) == MAX_GPUS:
+            break
     return gpus
 
 
 def parse_cuda_version(table):
     """The CUDA version the driver supports, from nvidia-smi's table header: "CUDA Version:", or
     "CUDA UMD Version:" from the 610 branch on (the user-mode driver's CUDA version)."""
-    match = re.search(r"CUDA (?:UMD )?Version:\s*([\d.]+)", table)
+    match = CUDA_VERSION.search(table[:OUTPUT_CHARACTERS])
     return match.group(1) if match else None
 
 
 def parse_driver_version(table):
     """The driver's version from nvidia-smi's table header: "Driver Version:", or "KMD Version:"
     (the kernel-mode driver) from the 610 branch on."""
-    match = re.search(r"(?:Driver|KMD) Version:\s*([\d.]+)", table)
+    match = DRIVER_VERSION.search(table[:OUTPUT_CHARACTERS])
     return match.group(1) if match else None
 
 
-def parse_topology(text):
-    """{"matrix": {GPUi: {GPUj: link}}, "nvlink_pairs": [[i, j, links]], "interconnect": nvlink|pcie|single|none}."""
-    rows = [ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
-    header = next((CELL_SEPARATOR.split(row) for row in rows if row.strip().startswith("GPU0")), None)
+def gpu_index(name):
+    """The index of a GPU named as nvidia-smi's tables name it ("GPU3": 3); None for any other cell (a NIC, an
+    affinity, "GPU" with more digits than a node has GPUs)."""
+    return int(name[3:]) if GPU_NAME.fullmatch(name) else None
+
+
+def _note(problems, line):
+    if line not in problems:
+        problems.append(line)
+
+
+def bounded_lines(text, characters, count, problems):
+    """The lines of a command's output: of its first characters, the first count lines, each line of more than
+    LINE_CHARACTERS left out (an empty line in its place). problems (a list) gets a line for each bound the text
+    passed, as the end of a sentence that names the command."""
+    text = text or ""
+    if len(text) > characters:
+        _note(problems, "printed %d characters: the first %d were read" % (len(text), characters))
+        text = text[:characters]
+    lines = text.split("\n", count)
+    if len(lines) > count:
+        lines.pop()
+        _note(problems, "printed more than %d lines: the first %d were read" % (count, count))
+    long_lines = sum(1 for line in lines if len(line) > LINE_CHARACTERS)
+    if long_lines:
+        _note(problems, "printed %d line(s) of more than %d characters: left out" % (long_lines, LINE_CHARACTERS))
+        lines = [line if len(line) <= LINE_CHARACTERS else "" for line in lines]
+    return lines
+
+
+def table_rows(text, problems):
+    """The lines of a table nvidia-smi printed (topo -m, topo -p2p), as bounded_lines reads them, each as its cells:
+    split at whitespace, terminal sequences and control characters removed, each cut to CELL_BYTES."""
+    return [[cell if len(cell) <= CELL_BYTES else result_line(cell, CELL_BYTES)
+             for cell in printable_text(line).split()]
+            for line in bounded_lines(text, OUTPUT_CHARACTERS, OUTPUT_LINES, problems)]
+
+
+TOO_MANY_GPUS = "lists more than %d GPUs: the first %d were read" % (MAX_GPUS, MAX_GPUS)
+
+
+def first_gpus(names, problems):
+    """The first MAX_GPUS of a table's GPU columns; problems gets a line where there are more."""
+    if len(names) > MAX_GPUS:
+        _note(problems, TOO_MANY_GPUS)
+    return names[:MAX_GPUS]
+
+
+def room_for(matrix, name, problems):
+    """Whether a table's row of the GPU name has its place in matrix: MAX_GPUS rows at most."""
+    if name in matrix or len(matrix) < MAX_GPUS:
+        return True
+    _note(problems, TOO_MANY_GPUS)
+    return False
+
+
+def parse_topology(text, problems=None):
+    """{"matrix": {GPUi: {GPUj: link}}, "nvlink_pairs": [[i, j, links]], "interconnect": nvlink|pcie|single|none}.
+    problems, a list where given, gets what of the text was not read (table_rows, MAX_GPUS)."""
+    problems = [] if problems is None else problems
+    rows = table_rows(text, problems)
+    header = next((number for number, cells in enumerate(rows) if cells and cells[0].startswith("GPU0")), None)
     matrix = {}
     if header is not None:
-        # The header's cells that name a GPU; its leading empty cell (or none, when pasted without it) names none.
-        gpus = [name for name in (cell.strip() for cell in header) if re.fullmatch(r"GPU\d+", name)]
-        for row in rows:
-            cells = CELL_SEPARATOR.split(row)
-            name = cells[0].strip()
-            if not re.fullmatch(r"GPU\d+", name):
+        # The header's cells that name a GPU, in their order; the NIC and affinity columns follow them.
+        gpus = first_gpus([cell for cell in rows[header] if gpu_index(cell) is not None], problems)
+        for number, cells in enumerate(rows):
+            if number == header or not cells or gpu_index(cells[0]) is None:
                 continue
-            # zip stops at the last GPU column: the CPU and NUMA affinity columns after it are not links.
-            links = [cell.strip() for cell in cells[1:]]
-            matrix[name] = dict((peer, link) for peer, link in zip(gpus, links) if peer != name)
+            name = cells[0]
+            if room_for(matrix, name, problems):
+                # zip stops at the last GPU column: the CPU and NUMA affinity columns after it are not links.
+                matrix[name] = dict((peer, link) for peer, link in zip(gpus, cells[1:]) if peer != name)
     pairs = []
-    for name in sorted(matrix, key=lambda gpu: int(gpu[3:])):
-        for peer, link in sorted(matrix[name].items(), key=lambda item: int(item[0][3:])):
-            match = NVLINK.match(link)
-            if match and int(name[3:]) < int(peer[3:]):
-                pairs.append([int(name[3:]), int(peer[3:]), int(match.group(1))])
+    for name, links in matrix.items():
+        for peer, link in links.items():
+            match = NVLINK.fullmatch(link)
+            if match and gpu_index(name) < gpu_index(peer):
+                pairs.append([gpu_index(name), gpu_index(peer), int(match.group(1))])
+    pairs.sort()
     if not matrix:
         interconnect = "none"
     elif len(matrix) == 1:
@@ -160,11 +272,13 @@ PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 def parse_fabric(query_text):
     """[{state, status}] for each GPU, from the "Fabric" sections of `nvidia-smi -q` (Hopper and later drivers;
-    none from older ones). Not-supported values become null."""
+    none from older ones), the first MAX_GPUS of them. Not-supported values become null."""
     fabrics, current = [], None
-    for line in query_text.splitlines():
+    for line in bounded_lines(query_text, DETAILS_CHARACTERS, DETAILS_LINES, []):
         name, colon, value = line.partition(":")
         if not colon and line.strip() == "Fabric":
+            if len(fabrics) == MAX_GPUS:
+                break
             current = dict(state=None, status=None)
             fabrics.append(current)
         elif current is not None and name.strip() in ("State", "Status") and current[name.strip().lower()] is None:
@@ -234,14 +348,14 @@ def gather(nvidia_smi, modinfo, run, proc_version, nvswitch_devices=None):
     if modinfo is not None:
         rc, out, _err = run([modinfo] + list(MODINFO_ARGV))
         if rc == 0 and out.strip():
-            facts["kernel_module_installed_version"] = out.strip()
+            facts["kernel_module_installed_version"] = one_line(out, VALUE_BYTES)
     if nvidia_smi is None:
         facts["message"] = "nvidia-smi is not installed (no NVIDIA driver user space on this host)"
         return facts
     rc, out, err = run([nvidia_smi] + list(QUERY_ARGV))
     facts["state"] = state_of(rc, out + err)
     if facts["state"] != "ok":
-        facts["message"] = (out + err).strip()
+        facts["message"] = one_line(out + err)
         return facts
     facts["gpus"] = parse_query(out)
     facts["count"] = len(facts["gpus"])
@@ -277,7 +391,12 @@ def list_nvswitch_driver(path=NVSWITCH_DRIVER):
         return None
 
 
-def gather_host(module, run=None):
-    """gather() on this host, with the module's commands, run by run(argv) -> (rc, stdout, stderr) when given."""
+def run_command(argv):
+    """A command of gather_host's, bounded in time and in the output read back (run_command's are not)."""
+    return run_answered(argv, COMMAND_TIMEOUT)
+
+
+def gather_host(module, run=run_command):
+    """gather() on this host, with the module's commands, run by run(argv) -> (rc, stdout, stderr)."""
     return gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"]),
-                  run or module.run_command, read_proc_version(), list_nvswitch_driver())
+                  run, read_proc_version(), list_nvswitch_driver())

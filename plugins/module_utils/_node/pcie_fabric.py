@@ -16,9 +16,11 @@ It reads, without lspci (not installed on every host):
 - where nvidia-smi lists more than one GPU, `nvidia-smi topo -p2p r` and `w` (the driver's peer-to-peer status of
   each pair) and `nvidia-smi topo -m` (how each pair is linked: PIX, PXB, PHB, NODE, SYS or NV#).
 
-Bounded reads (a configuration space is 4096 bytes at most) of files that belong to the kernel (sysfs, /proc). Pure
-functions over what was read, so that recorded and fake trees test them. The findings' severities and actions are
-gpu_health's data (FINDINGS); what each one rests on:
+Bounded reads (a configuration space is 4096 bytes at most) of files that belong to the kernel (sysfs, /proc), and of
+nvidia-smi's tables (nvidia_smi.table_rows: what was not read is one of the fabric's problems); text of either
+reaches a result only cleaned of terminal sequences and control characters. Pure functions over what was read, so
+that recorded and fake trees test them. The findings' severities and actions are gpu_health's data (FINDINGS); what
+each one rests on:
 - NCCL's troubleshooting, "PCI Access Control Services (ACS)":
   https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs
   (IO virtualization, VT-d or IOMMU, "can interfere with GPU Direct by redirecting all PCI point-to-point traffic
@@ -50,7 +52,15 @@ import os
 import re
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import FileRefused, read_regular
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import ANSI_ESCAPE, parse_topology
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import printable_text, result_line
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import (
+    first_gpus,
+    gpu_index,
+    one_line,
+    parse_topology,
+    room_for,
+    table_rows,
+)
 
 SYSFS = "/sys"
 PROC = "/proc"
@@ -59,6 +69,8 @@ DISPLAY_CLASS = 0x03  # the base class of a VGA (0x0300) or 3D (0x0302) controll
 NVIDIA_DRIVER = "nvidia"
 # The most of a sysfs attribute read: a vendor, class or group type is one short line.
 ATTRIBUTE_BYTES = 64
+# A vendor or class attribute: a hexadecimal number of 32 bits at most ("0x10de", "0x030200").
+HEX_ATTRIBUTE = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,8}")
 CMDLINE_BYTES = 4096
 # A function's configuration space, at most (PCI Express); the first 256 bytes are the conventional space.
 CONFIG_SPACE_BYTES = 4096
@@ -79,9 +91,10 @@ ACS_REDIRECT = 0x04 | 0x08 | 0x20
 PORT_TYPES = {0: "endpoint", 1: "legacy endpoint", 4: "root port", 5: "switch upstream port",
               6: "switch downstream port", 7: "PCIe-to-PCI bridge", 8: "PCI-to-PCIe bridge",
               9: "root complex integrated endpoint", 10: "root complex event collector"}
-BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-ACSCTL = re.compile(r"ACSCtl:\s*(?P<flags>(?:\w+[+-]\s*)+)$")
-GPU_NAME = re.compile(r"^GPU\d+$")
+BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+# One flag of lspci's ACSCtl line ("ReqRedir+"); the register has 16 bits, so a line of more flags is none of lspci's.
+ACS_FLAG = re.compile(r"\w+[+-]")
+ACS_FLAGS = 16
 # IOMMU group types (/sys/kernel/iommu_groups/N/type): the DMA ones translate each device's DMA addresses.
 TRANSLATING = ("DMA", "DMA-FQ")
 PASSTHROUGH = ("identity",)
@@ -92,6 +105,8 @@ P2P_REFUSED = {"CNS": "chipset not supported", "GNS": "GPU not supported", "TNS"
                "NS": "not supported", "DR": "disabled by regkey"}
 P2P_ARGV = (("read", ("topo", "-p2p", "r")), ("write", ("topo", "-p2p", "w")))
 TOPOLOGY_ARGV = ("topo", "-m")
+# What a problem shows of the output of a command that printed no matrix: its first words say why.
+SAID_BYTES = 200
 
 
 def _read(path, limit):
@@ -104,21 +119,21 @@ def _read(path, limit):
 
 
 def _attribute(path):
+    """A sysfs attribute's one line, as a result may show it; None where it cannot be read."""
     data = _read(path, ATTRIBUTE_BYTES)
-    return None if data is None else data.decode("ascii", "replace").strip()
+    return None if data is None else one_line(data.decode("ascii", "replace"))
 
 
 def _number(path):
-    try:
-        return int(_attribute(path) or "", 16)
-    except ValueError:
-        return None
+    text = _attribute(path) or ""
+    return int(text, 16) if HEX_ATTRIBUTE.fullmatch(text) else None
 
 
 def _link_name(path):
-    """The last part of where a sysfs link points (a driver's or an IOMMU group's name); None without one."""
+    """The last part of where a sysfs link points (a driver's or an IOMMU group's name), as a result may show it;
+    None without one."""
     try:
-        return os.path.basename(os.readlink(path))
+        return result_line(os.path.basename(os.readlink(path)))
     except OSError:
         return None
 
@@ -138,11 +153,12 @@ def acs_flags(control):
 
 def parse_acsctl(line):
     """The ACS Control register's value from an `lspci -vvv` ACSCtl line; None for another line."""
-    found = ACSCTL.search(line.strip())
-    if not found:
+    _before, found, rest = line.partition("ACSCtl:")
+    flags = rest.split(None, ACS_FLAGS)
+    if not found or not 0 < len(flags) <= ACS_FLAGS or not all(ACS_FLAG.fullmatch(flag) for flag in flags):
         return None
-    flags = dict((flag[:-1], flag[-1] == "+") for flag in found.group("flags").split())
-    return sum(bit for name, bit in ACS_BITS if flags.get(name))
+    named = dict((flag[:-1], flag[-1] == "+") for flag in flags)
+    return sum(bit for name, bit in ACS_BITS if named.get(name))
 
 
 def port_type(config):
@@ -195,8 +211,8 @@ def acs_of(config):
 
 
 def parse_cmdline(text):
-    """The kernel command line's arguments that set the IOMMU (or ACS overrides), in their order."""
-    return [argument for argument in (text or "").split() if IOMMU_ARGUMENT.match(argument)]
+    """The kernel command line's arguments that set the IOMMU (or ACS overrides), in their order, cleaned."""
+    return [argument for argument in printable_text(text or "").split() if IOMMU_ARGUMENT.match(argument)]
 
 
 def cmdline_mode(arguments):
@@ -209,21 +225,19 @@ def cmdline_mode(arguments):
     return None
 
 
-def parse_p2p(text):
+def parse_p2p(text, problems=None):
     """{GPUi: {GPUj: code}} of `nvidia-smi topo -p2p <capability>`: OK, CNS, GNS, TNS, NS, DR or U for each pair,
-    row to column; the legend and the self cells are left out."""
-    header, matrix = None, {}
-    for line in (text or "").splitlines():
-        cells = ANSI_ESCAPE.sub("", line).split()
-        if cells and header is None and all(GPU_NAME.match(cell) for cell in cells):
-            header = cells
-        elif header and cells and GPU_NAME.match(cells[0]) and len(cells) == len(header) + 1:
-            matrix[cells[0]] = dict((peer, code) for peer, code in zip(header, cells[1:]) if peer != cells[0])
+    row to column; the legend and the self cells are left out. problems, a list where given, gets what of the text
+    was not read (nvidia_smi.table_rows, MAX_GPUS)."""
+    problems = [] if problems is None else problems
+    header, columns, matrix = None, None, {}
+    for cells in table_rows(text, problems):
+        if cells and header is None and all(gpu_index(cell) is not None for cell in cells):
+            header, columns = cells, first_gpus(cells, problems)
+        elif header and cells and gpu_index(cells[0]) is not None and len(cells) == len(header) + 1:
+            if room_for(matrix, cells[0], problems):
+                matrix[cells[0]] = dict((peer, code) for peer, code in zip(columns, cells[1:]) if peer != cells[0])
     return matrix
-
-
-def _gpu_order(name):
-    return int(name[3:])
 
 
 def read_fabric(sysfs=SYSFS, proc=PROC):
@@ -233,7 +247,7 @@ def read_fabric(sysfs=SYSFS, proc=PROC):
     devices = os.path.join(sysfs, "bus", "pci", "devices")
     groups = os.path.join(sysfs, "kernel", "iommu_groups")
     try:
-        names = sorted(name for name in os.listdir(devices) if BDF.match(name))
+        names = sorted(name for name in os.listdir(devices) if BDF.fullmatch(name))
     except OSError as exc:
         return dict(gpus=[], bridges={}, iommu=dict(groups=None, cmdline=[]),
                     problem="%s could not be read: %s" % (devices, exc.strerror))
@@ -244,7 +258,7 @@ def read_fabric(sysfs=SYSFS, proc=PROC):
             continue
         if (_number(os.path.join(device, "class")) or 0) >> 16 != DISPLAY_CLASS:
             continue
-        chain = [part for part in os.path.realpath(device).split(os.sep) if BDF.match(part)]
+        chain = [part for part in os.path.realpath(device).split(os.sep) if BDF.fullmatch(part)]
         group = _link_name(os.path.join(device, "iommu_group"))
         gpus.append(dict(bdf=name, driver=_link_name(os.path.join(device, "driver")),
                          path=chain[:-1] if chain and chain[-1] == name else chain, iommu_group=group,
@@ -273,12 +287,16 @@ def observe(read, run, nvidia_smi, gpu_count):
         return fabric
     for capability, argv in P2P_ARGV:
         rc, out, err = run([nvidia_smi] + list(argv))
-        fabric["p2p"][capability] = parse_p2p(out) if rc == 0 else {}
+        cut = []
+        fabric["p2p"][capability] = parse_p2p(out, cut) if rc == 0 else {}
         if rc != 0 or not fabric["p2p"][capability]:
             fabric["commands"].append("nvidia-smi %s printed no matrix (exit status %d): %s" % (
-                " ".join(argv), rc, (out + err).strip()[:200] or "nothing"))
+                " ".join(argv), rc, one_line(out + err, SAID_BYTES) or "nothing"))
+        fabric["commands"].extend("nvidia-smi %s %s" % (" ".join(argv), line) for line in cut)
     rc, out, _err = run([nvidia_smi] + list(TOPOLOGY_ARGV))
-    fabric["topology"] = parse_topology(out)["matrix"] if rc == 0 else {}
+    cut = []
+    fabric["topology"] = parse_topology(out, cut)["matrix"] if rc == 0 else {}
+    fabric["commands"].extend("nvidia-smi %s %s" % (" ".join(TOPOLOGY_ARGV), line) for line in cut)
     return fabric
 
 
@@ -339,8 +357,8 @@ def _p2p_refused(fabric):
     topology = fabric.get("topology") or {}
     for capability in ("read", "write"):
         matrix = (fabric.get("p2p") or {}).get(capability) or {}
-        for gpu in sorted(matrix, key=_gpu_order):
-            for peer in sorted(matrix[gpu], key=_gpu_order):
+        for gpu in sorted(matrix, key=gpu_index):
+            for peer in sorted(matrix[gpu], key=gpu_index):
                 code = matrix[gpu][peer]
                 if code in P2P_REFUSED:
                     link = topology.get(gpu, {}).get(peer)

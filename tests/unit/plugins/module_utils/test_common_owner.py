@@ -77,3 +77,11 @@ def test_an_address_space_bound_stops_a_run_that_reads_without_end():
     rc, _out, err = owner.run_bounded(["/usr/bin/python3", "-c", "open('/dev/zero', 'rb').read()"], timeout=60,
                                       memory=128 << 20)
     assert rc != 0 and "MemoryError" in err
+
+
+def test_a_command_that_cannot_start_is_answered_as_a_shell_would():
+    assert owner.run_answered(["/nonexistent/nvidia-smi", "-q"], timeout=5) == (
+        127, "", "/nonexistent/nvidia-smi: No such file or directory")
+    begin = time.monotonic()
+    rc, _out, err = owner.run_answered(["/bin/sh", "-c", "sleep 60"], timeout=1)
+    assert time.monotonic() - begin < 10 and rc == -9 and "killed" in err

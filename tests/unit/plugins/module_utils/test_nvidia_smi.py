@@ -1,10 +1,17 @@
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import (
+    CELL_BYTES,
+    LINE_CHARACTERS,
+    MAX_GPUS,
+    OUTPUT_CHARACTERS,
+    OUTPUT_LINES,
+    VALUE_BYTES,
     gather,
     kernel_module_flavour,
     kernel_module_version,
@@ -393,3 +400,176 @@ def test_a_state_line_after_the_fabric_section_is_not_the_fabrics():
                "        ClusterUUID : N/A\n    Power Smoothing\n        State : Enabled\n"
                "    Fabric\n        State : Completed\n        Status : Success\n        ClusterUUID : 0\n")
     assert parse_fabric(details) == [{"state": None, "status": None}, {"state": "Completed", "status": "Success"}]
+
+
+# --- text nvidia-smi printed that is none of its own: bounded, cleaned, never a traceback ---------------------------
+
+DIGITS = "9" * 5000  # int() refuses more than 4,300 digits from Python 3.11 on
+# Terminal sequences (CSI, OSC, the C1 CSI) and other control characters, none of which a fact may show.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m\x00\x08\x7f\u2028"
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+MIB = 1 << 20
+# A parser of a bounded text takes far less than this, on any machine.
+BOUND_S = 1.0
+
+
+def control_text(value):
+    """Every string of value, keys too, that holds a control character."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in control_text(key) + control_text(item)]
+    if isinstance(value, list):
+        return [found for item in value for found in control_text(item)]
+    return [value] if isinstance(value, str) and CONTROL.search(value) else []
+
+
+def timed(call, *args):
+    started = time.monotonic()
+    result = call(*args)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize("digits", [DIGITS, "12345"], ids=["5,000 digits", "5 digits"])
+def test_a_gpu_named_with_more_digits_than_a_node_has_gpus_is_no_gpu_of_the_topology(digits):
+    text = ("\tGPU0\tGPU1\tGPU%s\tCPU Affinity\nGPU0\t X \tNV18\tSYS\t0-15\nGPU1\tNV18\t X \tSYS\t0-15\n"
+            "GPU%s\tSYS\tSYS\t X \t0-15\n" % (digits, digits))
+    assert parse_topology(text) == {"matrix": {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}},
+                                    "nvlink_pairs": [[0, 1, 18]], "interconnect": "nvlink"}
+
+
+def test_a_link_of_5000_or_4_digits_is_no_nvlink_and_a_long_one_is_shown_cut():
+    topology = parse_topology("\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV%s\tNV1234\nGPU1\tNV%s\t X \tSYS\n"
+                              "GPU2\tNV1234\tSYS\t X \n" % (DIGITS, DIGITS))
+    assert (topology["nvlink_pairs"], topology["interconnect"]) == ([], "pcie")
+    link = topology["matrix"]["GPU0"]["GPU1"]
+    assert link == "NV%s [... %d bytes cut]" % ("9" * (CELL_BYTES - 2), 5002 - CELL_BYTES)
+
+
+def test_a_number_of_5000_digits_or_of_other_digits_stays_text_cut_to_its_bound():
+    # "²" is a digit to str.isdigit() and none to int().
+    (gpu,) = parse_query("%s, NVIDIA H200, GPU-1, 9.0, 143771, \u00b2, 5, 16, 16, Enabled, 580.95.05\n" % DIGITS)
+    assert gpu["index"] == "%s [... %d bytes cut]" % ("9" * VALUE_BYTES, 5000 - VALUE_BYTES)
+    assert (gpu["memory_total_mib"], gpu["pcie_gen_current"], gpu["pcie_gen_max"]) == (143771, "\u00b2", 5)
+
+
+def test_a_version_of_5000_digits_is_no_version():
+    table = "| NVIDIA-SMI 580.95.05   Driver Version: 580.%s   CUDA Version: 13.%s |\n" % (DIGITS, DIGITS)
+    assert (parse_cuda_version(table), parse_driver_version(table)) == (None, None)
+
+
+def hostile_host(argv):
+    """nvidia-smi and modinfo answering with terminal sequences and control characters in every value."""
+    if argv[0].endswith("modinfo"):
+        return 0, "580.95.05%s\n" % ESCAPES, ""
+    answers = {
+        "--query-gpu": "0, NVIDIA H200%s, GPU-1%s, 9.0, 143771, 5, 5, 16, 16, Enabled%s, 580.95.05%s\n" % (
+            (ESCAPES,) * 4),
+        "topo": "\x1b[4m\tGPU0\tGPU1%s\tCPU Affinity\x1b[0m\nGPU0\t X \tNV18%s\t0-15\nGPU1\tNV18\t X%s\t0-15\n" % (
+            (ESCAPES,) * 3),
+        "-q": "    Fabric\n        State : Completed%s\n        Status : Success%s\n        ClusterUUID : 0\n" % (
+            ESCAPES, ESCAPES),
+    }
+    said = "| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0%s |\n" % ESCAPES
+    return 0, answers.get(argv[1].split("=")[0], said) if len(argv) > 1 else said, ""
+
+
+def test_terminal_sequences_and_control_characters_reach_no_fact():
+    facts = gather("/usr/bin/nvidia-smi", "/sbin/modinfo", hostile_host, None)
+    assert control_text(facts) == []
+    assert (facts["state"], facts["gpus"][0]["name"], facts["gpus"][0]["persistence_mode"]) == (
+        "ok", "NVIDIA H200", "Enabled")
+    assert (facts["kernel_module_installed_version"], facts["cuda_driver_version"]) == ("580.95.05", "13.0")
+    assert (facts["nvlink_pairs"], facts["fabric"]) == ([[0, 1, 18]], {"state": "Completed", "status": "Success"})
+
+
+def test_what_a_broken_driver_said_is_one_clean_line():
+    said = "Failed to initialize NVML: Driver/library version mismatch%s\nNVML library version: 580.95" % ESCAPES
+    facts = gather("/usr/bin/nvidia-smi", None, lambda argv: (18, said, ""), None)
+    assert (facts["state"], facts["message"]) == (
+        "driver_mismatch", "Failed to initialize NVML: Driver/library version mismatch NVML library version: 580.95")
+
+
+TOPOLOGY = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPIX\t0-15\nGPU1\tPIX\t X \t0-15\n"
+PIX = {"GPU0": {"GPU1": "PIX"}, "GPU1": {"GPU0": "PIX"}}
+
+
+def line_of(start, unit, end=""):
+    """A line of the table that makes its output 1 MiB: start, unit repeated, end."""
+    size = MIB - len(TOPOLOGY) - len(start) - len(end) - 1
+    return start + (unit * (size // len(unit) + 1))[:size] + end
+
+
+@pytest.mark.parametrize("line", [
+    line_of("GPU1\t", "NV18\t"), line_of("GPU1\tNV", "9"), line_of("GPU1\t", " ", "x"), line_of("GPU1\t", "\t"),
+    line_of("GPU1\t", "\x1b["), line_of("GPU1\t\x1b[", "1;"),
+], ids=["200,000 cells", "NV and a million digits", "spaces", "tabs", "CSI starts", "a CSI without end"])
+def test_a_1_mib_line_of_the_topology_is_left_out_in_bounded_time(line):
+    problems = []
+    topology, took = timed(parse_topology, TOPOLOGY + line + "\n", problems)
+    assert len(TOPOLOGY + line + "\n") == MIB
+    assert topology["matrix"] == PIX and took < BOUND_S
+    assert problems == ["printed 1 line(s) of more than %d characters: left out" % LINE_CHARACTERS]
+
+
+def test_a_table_of_100000_columns_is_bounded():
+    header = "\t" + "\t".join("GPU%d" % number for number in range(100000))
+    rows = ["GPU%d\t" % number + "\t".join("PIX" for _peer in range(100000)) for number in range(3)]
+    problems = []
+    topology, took = timed(parse_topology, "\n".join([header] + rows) + "\n", problems)
+    assert topology == {"matrix": {}, "nvlink_pairs": [], "interconnect": "none"} and took < BOUND_S
+    assert problems == ["printed %d characters: the first %d were read" % (
+        len(header) + sum(len(row) + 1 for row in rows) + 1, OUTPUT_CHARACTERS),
+        # the header and the first row, cut with the text
+        "printed 2 line(s) of more than %d characters: left out" % LINE_CHARACTERS]
+
+
+def test_a_table_of_more_gpus_than_a_node_has_is_read_for_the_first_of_them():
+    count = MAX_GPUS + 44
+    names = ["GPU%d" % number for number in range(count)]
+    rows = ["%s\t" % name + "\t".join(" X " if peer == name else "SYS" for peer in names) for name in names]
+    problems = []
+    topology, took = timed(parse_topology, "\n".join(["\t" + "\t".join(names)] + rows) + "\n", problems)
+    assert sorted(topology["matrix"]) == sorted(names[:MAX_GPUS]) and took < BOUND_S
+    assert all(len(links) == MAX_GPUS - 1 for links in topology["matrix"].values())
+    assert problems == ["lists more than %d GPUs: the first %d were read" % (MAX_GPUS, MAX_GPUS)]
+
+
+def test_a_long_output_is_read_for_its_first_lines_and_characters():
+    legend = "  X    = Self\n" * (2 * MIB // 14)
+    problems = []
+    topology, took = timed(parse_topology, TOPOLOGY + legend, problems)
+    assert topology["matrix"] == PIX and took < BOUND_S
+    assert problems == [
+        "printed %d characters: the first %d were read" % (len(TOPOLOGY + legend), OUTPUT_CHARACTERS),
+        "printed more than %d lines: the first %d were read" % (OUTPUT_LINES, OUTPUT_LINES)]
+
+
+@pytest.mark.parametrize("size", [MIB // 2 - 64, LINE_CHARACTERS - 64], ids=["lines of 512 KiB", "under the line bound"])
+def test_a_query_of_lines_built_to_backtrack_is_read_in_bounded_time(size):
+    # A header field of brackets without end (a unit's pattern took quadratic time on it), and a name of spaces that
+    # ends in no unit (so did MiB's).
+    text = "index, name, memory.total [%s\n0, a%sb, 143771 MiB\n1, b, 143771 MiB\n" % ("[" * size, " " * size)
+    gpus, took = timed(parse_query, text)
+    assert took < BOUND_S
+    if size > LINE_CHARACTERS:  # both lines are left out: the next is read with the query's fields
+        assert gpus == []
+    else:
+        assert [gpu["index"] for gpu in gpus] == [0, 1]
+        assert gpus[0]["name"] == "a%s [... %d bytes cut]" % (" " * (VALUE_BYTES - 1), size + 2 - VALUE_BYTES)
+
+
+def test_the_fabric_sections_of_more_gpus_than_a_node_has_are_read_for_the_first_of_them():
+    details = "    Fabric\n        State : Completed\n        Status : Success\n        ClusterUUID : 0\n" * 10000
+    fabrics, took = timed(parse_fabric, details)
+    assert len(fabrics) == MAX_GPUS and took < BOUND_S
+
+
+def test_gpu_facts_commands_are_bounded_in_time_and_output(monkeypatch):
+    """run_command (what gather_host runs by default) is run_bounded's, whose output and time are bounded, not
+    Ansible's run_command, which reads all and waits for ever."""
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import owner
+    from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import nvidia_smi
+    calls = []
+    monkeypatch.setattr(owner, "run_bounded", lambda argv, timeout: calls.append((argv, timeout)) or (0, "", ""))
+    assert nvidia_smi.run_command(["/usr/bin/nvidia-smi", "-q"]) == (0, "", "")
+    assert calls == [(["/usr/bin/nvidia-smi", "-q"], nvidia_smi.COMMAND_TIMEOUT)]
+    assert nvidia_smi.gather_host.__defaults__ == (nvidia_smi.run_command,)

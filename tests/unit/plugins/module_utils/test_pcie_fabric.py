@@ -4,12 +4,14 @@ space is a real one's (tests/data/gpu_health/lspci-vvxxx-n1sdp-plx8749-acs-excer
 P2P matrices are real outputs of public reports (tests/data/gpu_health/SOURCES.md), the H200's of tests/data/h200."""
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import gpu_health
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import pcie_fabric as core
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import LINE_CHARACTERS, MAX_GPUS
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
     GPU_HEALTH_SETTING,
     gpu_health_lines,
@@ -466,3 +468,133 @@ def test_every_fabric_finding_is_data_with_an_action():
     assert [gpu_health.FINDINGS[finding][0] for finding in (
         "pcie_acs_redirect", "pcie_acs_redirect_passthrough", "iommu_translating", "p2p_not_supported")] == [
         "unhealthy", "info", "degraded", "degraded"]
+
+
+# --- text from outside: bounded, cleaned, never a traceback -----------------------------------------------------
+
+DIGITS = "9" * 5000  # int() refuses more than 4,300 digits from Python 3.11 on
+# Terminal sequences (CSI, OSC) and other control characters, in ASCII as a sysfs attribute holds them.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x00\x08\x7f"
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+MIB = 1 << 20
+# A parser of a bounded text takes far less than this, on any machine.
+BOUND_S = 1.0
+GNS = (DATA / "gpu_health" / "p2p-rtx5090-2gpu-gns.txt").read_text()
+
+
+def control_text(value):
+    """Every string of value, keys too, that holds a control character."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in control_text(key) + control_text(item)]
+    if isinstance(value, (list, tuple)):
+        return [found for item in value for found in control_text(item)]
+    return [value] if isinstance(value, str) and CONTROL.search(value) else []
+
+
+def observed_with(tree, outputs):
+    """observe() of the tree, nvidia-smi answering each argv (without its name) from outputs; and its time."""
+    started = time.monotonic()
+    fabric = core.observe(tree.read, lambda argv: outputs[tuple(argv[1:])], "/usr/bin/nvidia-smi", 2)
+    return fabric, time.monotonic() - started
+
+
+def weighed_summary(fabric):
+    weighed = core.weigh(fabric, BUS_IDS)
+    return weighed, core.summary(fabric, weighed["mode"], weighed["problems"])
+
+
+def test_a_gpu_named_with_5000_digits_makes_no_p2p_matrix_and_no_traceback(tmp_path):
+    p2p = " \tGPU0\tGPU1\tGPU%s\t\n GPU0\tX\tGNS\tGNS\t\n GPU1\tGNS\tX\tGNS\t\n GPU%s\tGNS\tGNS\tX\t\n" % (
+        DIGITS, DIGITS)
+    topology = "\tGPU0\tGPU1\tGPU%s\nGPU0\t X \tPHB\tNV%s\nGPU1\tPHB\t X \tPHB\nGPU%s\tNV%s\tPHB\t X \n" % (
+        (DIGITS,) * 4)
+    fabric, _took = observed_with(switch_box(tmp_path, downstream_acs=0, iommu=None, cmdline=""), {
+        ("topo", "-p2p", "r"): (0, p2p, ""), ("topo", "-p2p", "w"): (0, p2p, ""), ("topo", "-m"): (0, topology, "")})
+    assert (fabric["p2p"], fabric["topology"]) == ({"read": {}, "write": {}},
+                                                   {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}})
+    weighed, summary = weighed_summary(fabric)
+    assert weighed["findings"] == [] and control_text(summary) == []
+    said = weighed["problems"][0]
+    assert said.startswith("nvidia-smi topo -p2p r printed no matrix (exit status 0): GPU0\tGPU1\tGPU999")
+    assert said.endswith("bytes cut]") and len(said.encode()) < 300
+
+
+def test_a_p2p_matrix_of_5000_digit_names_alone_has_no_peer_to_weigh():
+    matrix = core.parse_p2p(" \tGPU%s\tGPU0\n GPU%s\tX\tGNS\n GPU0\tGNS\tX\n" % (DIGITS, DIGITS))
+    assert matrix == {}
+    assert core.parse_p2p(GNS.replace("GPU1", "GPU" + DIGITS)) == core.parse_p2p(GNS.replace("GPU1", "GPU12345")) == {}
+
+
+def test_terminal_sequences_and_control_characters_from_sysfs_and_nvidia_smi_reach_no_result(tmp_path):
+    tree = switch_box(tmp_path, iommu="DMA-FQ" + ESCAPES[:20], cmdline="ro intel_iommu=on%s quiet iommu=pt%s" % (
+        ESCAPES, ESCAPES))
+    # A file's name holds any byte but the slash and NUL.
+    tree.gpu([ROOT_PORT, UPSTREAM, DOWNSTREAM_B, "0000:04:00.1"], driver="vfio-pci" + ESCAPES.replace("\x00", ""),
+             group=14, group_type="identity" + ESCAPES[:20])
+    gns = GNS.replace("GNS", "GNS" + ESCAPES).replace("GPU1", "GPU1" + ESCAPES)
+    fabric, _took = observed_with(tree, {
+        ("topo", "-p2p", "r"): (0, gns, ""), ("topo", "-p2p", "w"): (1, "", "Failed" + ESCAPES + "\n" + ESCAPES),
+        ("topo", "-m"): (0, "\tGPU0\tGPU1\nGPU0\t X \tPHB" + ESCAPES + "\nGPU1\tPHB" + ESCAPES + "\t X \n", "")})
+    weighed, summary = weighed_summary(fabric)
+    assert control_text(weighed) == [] and control_text(summary) == []
+    assert [(gpu["driver"], gpu["iommu_type"]) for gpu in summary["gpus"]] == [
+        ("nvidia", "DMA-FQ"), ("nvidia", "DMA-FQ"), ("vfio-pci", "identity")]
+    assert summary["iommu"] == dict(groups=3, cmdline=["intel_iommu=on", "iommu=pt"], mode="translating")
+    assert ids(weighed) == ["pcie_acs_redirect", "iommu_translating", "p2p_not_supported"]
+    assert summary["p2p"]["read"] == {"GPU0": {"GPU1": "GNS"}, "GPU1": {"GPU0": "GNS"}}
+    assert "nvidia-smi topo -p2p w printed no matrix (exit status 1): Failed" in summary["problems"]
+
+
+@pytest.mark.parametrize("line", [
+    "\t\tACSCtl:\t" + "SrcValid+ " * (MIB // 10), "\t\tACSCtl:\t" + "ReqRedir+" * (MIB // 9),
+    "\t\tACSCtl:" + " " * MIB + "SrcValid+!", "ACSCtl:\tSrcValid+ " * (MIB // 18) + "!",
+], ids=["a hundred thousand flags", "flags without a space", "spaces", "ACSCtl again and again"])
+def test_a_1_mib_acsctl_line_is_none_of_lspcis_in_bounded_time(line):
+    started = time.monotonic()
+    assert core.parse_acsctl(line) is None
+    assert time.monotonic() - started < BOUND_S
+
+
+def test_a_1_mib_line_of_nvidia_smi_is_left_out_and_said_in_the_fabrics_problems(tmp_path):
+    long_line = "GPU1\t" + "NV18\t" * ((MIB - 1024) // 5)
+    fabric, took = observed_with(switch_box(tmp_path, downstream_acs=0, iommu=None, cmdline=""), {
+        ("topo", "-p2p", "r"): (0, GNS + long_line, ""), ("topo", "-p2p", "w"): (0, GNS, ""),
+        ("topo", "-m"): (0, "\tGPU0\tGPU1\nGPU0\t X \tPHB\nGPU1\tPHB\t X \n" + long_line, "")})
+    assert took < BOUND_S
+    weighed, summary = weighed_summary(fabric)
+    assert summary["p2p"]["read"] == {"GPU0": {"GPU1": "GNS"}, "GPU1": {"GPU0": "GNS"}}
+    assert summary["links"] == {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}}
+    assert summary["problems"] == [
+        "nvidia-smi topo -p2p r printed 1 line(s) of more than %d characters: left out" % LINE_CHARACTERS,
+        "nvidia-smi topo -m printed 1 line(s) of more than %d characters: left out" % LINE_CHARACTERS]
+    assert ids(weighed) == ["p2p_not_supported"]
+
+
+def test_a_p2p_table_of_100000_columns_is_bounded_and_said(tmp_path):
+    names = ["GPU%d" % number for number in range(100000)]
+    table = " \t" + "\t".join(names) + "\n" + "".join(
+        " %s\t" % name + "\t".join("X" if peer == name else "OK" for peer in names[:20]) + "\n" for name in names[:20])
+    fabric, took = observed_with(switch_box(tmp_path, downstream_acs=0, iommu=None, cmdline=""), {
+        ("topo", "-p2p", "r"): (0, table, ""), ("topo", "-p2p", "w"): (0, table, ""), ("topo", "-m"): (0, "", "")})
+    assert took < BOUND_S and fabric["p2p"] == {"read": {}, "write": {}}
+    problems = weighed_summary(fabric)[1]["problems"]
+    assert problems[1] == ("nvidia-smi topo -p2p r printed 1 line(s) of more than %d characters: left out"
+                           % LINE_CHARACTERS)
+    assert problems[0].startswith("nvidia-smi topo -p2p r printed no matrix (exit status 0): GPU0\tGPU1\tGPU2")
+    assert len(problems) == 4 and control_text(problems) == []
+
+
+def test_a_p2p_table_of_more_gpus_than_a_node_has_is_read_for_the_first_of_them():
+    names = ["GPU%d" % number for number in range(MAX_GPUS + 44)]
+    table = " \t" + "\t".join(names) + "\n" + "".join(
+        " %s\t" % name + "\t".join("X" if peer == name else "CNS" for peer in names) + "\n" for name in names)
+    problems = []
+    started = time.monotonic()
+    matrix = core.parse_p2p(table, problems)
+    fabric = dict(gpus=[], bridges={}, iommu=dict(groups=0, cmdline=[]), p2p=dict(read=matrix, write=matrix))
+    (finding, evidence), = core.weigh(fabric, BUS_IDS)["findings"]
+    assert time.monotonic() - started < BOUND_S
+    assert sorted(matrix) == sorted(names[:MAX_GPUS]) and all(len(row) == MAX_GPUS - 1 for row in matrix.values())
+    assert problems == ["lists more than %d GPUs: the first %d were read" % (MAX_GPUS, MAX_GPUS)]
+    assert finding == "p2p_not_supported" and evidence.count("CNS (chipset not supported)") == 2 * MAX_GPUS * (
+        MAX_GPUS - 1)

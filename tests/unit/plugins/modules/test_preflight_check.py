@@ -5,6 +5,8 @@ Before ansible-core 2.19 a template returns a string ("8", "True") and an expres
 """
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import owner
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import nvidia_smi
 from ansible_collections.blackwell.gpu_node.plugins.modules import preflight_check
 from ansible_collections.blackwell.gpu_node.plugins.modules.preflight_check import ARGUMENT_SPEC
 
@@ -79,9 +81,9 @@ def test_gpu_facts_and_the_health_share_one_nvidia_smi_q_each_command_bounded(mo
         if argv[0] == "/missing":
             raise OSError(2, "No such file or directory")
         return 0, "out of %s" % argv[1:], ""
-    monkeypatch.setattr(preflight_check, "run_bounded", run_bounded)
+    monkeypatch.setattr(owner, "run_bounded", run_bounded)
     run = preflight_check.gpu_command_runner()
     assert run(["/usr/bin/nvidia-smi", "-q"]) == run(("/usr/bin/nvidia-smi", "-q")) == (0, "out of ['-q']", "")
     assert run(["/missing", "-q"]) == (127, "", "/missing: No such file or directory")
-    assert calls == [(["/usr/bin/nvidia-smi", "-q"], preflight_check.GPU_COMMAND_TIMEOUT)] + [
-        (["/missing", "-q"], preflight_check.GPU_COMMAND_TIMEOUT)]
+    assert calls == [(["/usr/bin/nvidia-smi", "-q"], nvidia_smi.COMMAND_TIMEOUT)] + [
+        (["/missing", "-q"], nvidia_smi.COMMAND_TIMEOUT)]
