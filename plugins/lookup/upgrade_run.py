@@ -51,26 +51,24 @@ import uuid
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import process_start_time
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import gone, owner_problems
 
 
-def process_started(pid):
+def process_started(pid, proc_root="/proc"):
     """The start of process pid in clock ticks since boot, as /proc gives it; "" where the controller has no
-    /proc; None when no process pid runs."""
-    try:
-        with open("/proc/%d/stat" % pid) as stat:
-            # The command name, in parentheses, may hold spaces: the fields after its closing one are plain.
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except FileNotFoundError:
-        if not os.path.isdir("/proc"):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return None
-            except PermissionError:
-                pass
-            return ""
-        return None
+    /proc; None when no process pid runs (a zombie, a run killed whose parent has not collected it yet, runs no
+    more)."""
+    if not os.path.isdir(proc_root):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+    started = process_start_time(pid, proc_root)
+    return None if started is None else str(started)
 
 
 def playbook_process():
