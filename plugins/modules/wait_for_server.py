@@ -68,7 +68,9 @@ options:
   pid:
     description:
       - Process to watch. When it is gone (or a zombie) before the server is ready, the module fails,
-        with the traceback if the log has one. Mutually exclusive with O(pid_path).
+        with the traceback if the log has one. A zombie, one its parent has not collected yet, also tells how it
+        ended (the signal that killed it, or its exit code), and the failure says so. Mutually exclusive with
+        O(pid_path).
       - Must be 1 or more (0 and negative numbers name groups of processes).
     type: int
   pid_path:
@@ -240,12 +242,19 @@ failure:
       type: str
     diagnosis:
       description:
-        - The cause and its fix. The first entry of O(diagnoses) and the built-in catalogue that matches; for a failure
-          none of them knows, a generic diagnosis (id C(not_in_catalogue)) from the component it came from.
+        - The cause and its fix. The first entry of O(diagnoses) and the built-in catalogue that matches; for a process
+          that ended without a traceback or a line they know, how it ended (id C(killed_by_signal),
+          C(exited_without_traceback), or C(ended_without_traceback) where its parent collected it before it was
+          read); for any other failure none of them knows, a generic diagnosis (id C(not_in_catalogue)) from the
+          component it came from.
+        - Lines that start-ups which go well log too (C(Failed to import deep_gemm, falling back to triton kernels),
+          the C(server_args=ServerArgs(...)) line, SGLang's C(Init torch distributed begin.)) choose neither the
+          diagnosis nor the component.
       type: dict
       contains:
         id:
-          description: Short name of the cause; C(not_in_catalogue) for the generic diagnosis.
+          description: Short name of the cause; C(not_in_catalogue) for the generic diagnosis; C(killed_by_signal),
+            C(exited_without_traceback) or C(ended_without_traceback) for how the process ended.
           type: str
           sample: cuda_out_of_memory
         component:

@@ -59,6 +59,12 @@ def test_silent_death_fails_at_once(standin):
     result = wait(standin, timeout=600)
     assert result["failure"]["cause"].startswith("process %d exited before the server was ready" % standin.process.pid)
     assert result["elapsed"] < 5
+    # Its parent, this test, collects it only at the end: the module reads how it ended from its zombie. Its last
+    # lines name DeepGEMM (absent, harmless) and torch.distributed (a step of SGLang's).
+    assert result["failure"]["cause"].endswith("it was killed by signal 9 (SIGKILL)")
+    assert (result["failure"]["diagnosis"]["id"], result["failure"]["diagnosis"]["component"]) == (
+        "killed_by_signal", "SGLang")
+    assert "SGLANG_ENABLE_JIT_DEEPGEMM" not in result["msg"]
 
 
 def test_sigkill_from_outside_while_waiting(standin):

@@ -329,6 +329,27 @@ COMPONENTS = (
 # The component of a failure whose log names none of them: the server itself.
 SERVER_COMPONENT = "SGLang"
 
+# Lines that start-ups which go well log too, naming a component (or a catalogue entry's words) without a failure
+# of it: they never choose the component or the diagnosis. Each is searched for in one line.
+HARMLESS_LINES = (
+    # SGLang without DeepGEMM uses Triton's kernels instead.
+    r"Failed to import deep_gemm, falling back to triton",
+    r"All deep_gemm operations loaded successfully",
+    # The settings, which name every backend and transfer engine, chosen or not.
+    r"server_args=ServerArgs\(",
+    r"Attention backend not set\. Use \w+ backend by default",
+    # SGLang's steps, which name torch.distributed and the weights' torch dtype.
+    r"Init torch distributed (begin|ends)\.",
+    r"Load weight end\. type=",
+    r"Downcasting torch\.\w+ to torch\.\w+\.",
+    # No MoE kernel config tuned for this Triton release: another release's is used.
+    r"Config file not found at .* Fallback to triton version",
+    # torch's warnings on import and before it compiles an extension.
+    r"FutureWarning: The pynvml package is deprecated",
+    r"TORCH_CUDA_ARCH_LIST is not set, all archs for visible cards are included",
+    r"If this is not desired, please set os\.environ\['TORCH_CUDA_ARCH_LIST'\]",
+)
+
 # For a failure no catalogue entry explains: what its component means and the first step to take, by component
 # and, within it, by where in the traceback it happened (the first row whose ``where`` occurs in the traceback,
 # or that has none).

@@ -25,6 +25,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnos
     COMPONENTS,
     DIAGNOSES,
     GENERIC_ADVICE,
+    HARMLESS_LINES,
     SERVER_COMPONENT,
 )
 
@@ -108,6 +109,14 @@ PORT_ROLES = (
 )
 
 
+HARMLESS = re.compile("|".join("(?:%s)" % pattern for pattern in HARMLESS_LINES))
+
+
+def _telling(text):
+    """text without the lines known to be harmless."""
+    return "\n".join(line for line in text.splitlines() if not HARMLESS.search(line))
+
+
 def _origin(text):
     """(exception type, module it was raised in, component): the last exception line of the text, the innermost
     frame under a known package, and that package's component, or the first component whose sign occurs in the
@@ -146,15 +155,17 @@ def catalogue_entry(text, catalogue=DIAGNOSES):
     return next((entry for entry in catalogue if re.search(entry["pattern"], text)), None)
 
 
-def diagnose(text, catalogue=DIAGNOSES, context="", generic=True):
+def diagnose(text, catalogue=DIAGNOSES, context="", generic=True, ended=None):
     """The diagnosis of a failure whose own lines are text (a traceback, a fatal line or the last log lines) and
-    the log's last lines context: the first catalogue entry whose pattern occurs in text, else in context; else,
-    when generic, the generic diagnosis of the component it came from, else None. A diagnosis always names its
-    component."""
+    the log's last lines context: the first catalogue entry whose pattern occurs in text, else in context; else
+    ended, the diagnosis of how the process ended, given where the process is gone (an entry's id, cause and fix);
+    else, when generic, the generic diagnosis of the component it came from, else None. A diagnosis always names
+    its component. Lines known to be harmless (HARMLESS_LINES) choose neither the entry nor the component."""
+    text, context = _telling(text), _telling(context)
     exception, module, component = _origin(text)
     if component is None:
         component = _origin(context)[2] or SERVER_COMPONENT
-    entry = catalogue_entry(text, catalogue) or catalogue_entry(context, catalogue)
+    entry = catalogue_entry(text, catalogue) or catalogue_entry(context, catalogue) or ended
     if entry is not None:
         named = entry.get("component") or component
         if entry["id"] == "port_in_use":

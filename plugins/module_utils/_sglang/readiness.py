@@ -19,20 +19,49 @@ __metaclass__ = type  # pragma: no mutate
 import collections
 import errno
 import os
+import signal
 import socket
 import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import (
+    ENDED_STATES,
+    exit_status,
+    stat_fields,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_result_text, masked_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import diagnose
 
-DEATH_WITHOUT_TRACEBACK = (
-    "process {pid} exited before the server was ready, and the log shows no traceback: it was killed by a "
-    "signal (SIGKILL from the kernel's OOM killer says nothing in the log: the playbook "
-    "blackwell.gpu_node.diagnose reads the kernel's log for it, or check `dmesg`) "
-    "or exited on its own"
+DEATH_WITHOUT_TRACEBACK = "process {pid} exited before the server was ready, and the log shows no traceback: it {end}"
+# The diagnosis of a server that ended before it was ready with neither a traceback nor a line the catalogue knows,
+# by how it ended ({end}): a signal, an exit code, or neither where its parent collected it before it was read.
+KILLED = {
+    "id": "killed_by_signal",
+    "cause": "The server's process {end} while it started; its log says nothing of why.",
+    "fix": "Find who sent the signal. The kernel's OOM killer sends SIGKILL and says so only in the kernel's log "
+    "(the playbook blackwell.gpu_node.diagnose reads it, or check `dmesg`): give the host, its container or cgroup "
+    "more memory, or stop what else uses it. SIGSEGV, SIGABRT or SIGBUS is a crash in native code; any other "
+    "comes from an operator or a supervisor.",
+}
+EXITED = {
+    "id": "exited_without_traceback",
+    "cause": "The server's process {end} while it started, without a traceback or a line the catalogue knows.",
+    "fix": "Its last log lines say what it did last; its command line (sglang_server_info shows it), run by hand "
+    "as the server's user, also shows what it writes to the terminal.",
+}
+UNKNOWN_END = (
+    "was killed by a signal (SIGKILL from the kernel's OOM killer says nothing in the log: the playbook "
+    "blackwell.gpu_node.diagnose reads the kernel's log for it, or check `dmesg`) or exited on its own"
 )
+ENDED = {
+    "id": "ended_without_traceback",
+    "cause": "The server's process ended while it started, without a traceback or a line the catalogue knows, and "
+    "was collected before how it ended could be read: it was killed by a signal or exited on its own.",
+    "fix": "Look for a kill by the kernel's OOM killer, which says so only in the kernel's log (the playbook "
+    "blackwell.gpu_node.diagnose reads it, or check `dmesg`): give the host, its container or cgroup more memory, "
+    "or stop what else uses it. Otherwise its last log lines say what it did last.",
+}
 
 
 def process_is_running(pid, proc_root="/proc"):
@@ -44,12 +73,26 @@ def process_is_running(pid, proc_root="/proc"):
             return False
         if exc.errno != errno.EPERM:
             raise
-    try:
-        with open(os.path.join(proc_root, str(pid), "stat")) as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (IOError, OSError, IndexError):
-        return True  # no procfs: os.kill already said it exists
-    return state not in ("Z", "X")
+    fields = stat_fields(pid, proc_root)
+    # Without procfs, os.kill has said it exists.
+    return fields is None or fields[0] not in ENDED_STATES
+
+
+def ending(status):
+    """(how a process ended, in words; the diagnosis of a server that ended so before it was ready, in a
+    catalogue entry's shape) for its wait status (None: not known)."""
+    if status is None:
+        end, entry = UNKNOWN_END, ENDED
+    elif os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "a real-time signal"
+        end, entry = "was killed by signal %d (%s)" % (number, name), KILLED
+    else:
+        end, entry = "exited with code %d" % os.WEXITSTATUS(status), EXITED
+    return end, dict(entry, cause=entry["cause"].format(end=end))
 
 
 def probe_failure(exc, host):
@@ -79,6 +122,7 @@ class Waiter(object):
         last_lines=40,
         mask=masked_text,
         is_running=process_is_running,
+        exit_status=exit_status,
         clock=time.monotonic,
         sleep=time.sleep,
     ):
@@ -93,10 +137,12 @@ class Waiter(object):
         self.tail = collections.deque(maxlen=last_lines)
         self.mask = mask
         self.is_running = is_running
+        self.exit_status = exit_status
         self.clock = clock
         self.sleep = sleep
         self.health_status = None
         self.health_problem = None
+        self.end = None
 
     def _read(self, final):
         for line in self.follower.read_lines():
@@ -117,6 +163,9 @@ class Waiter(object):
         try:
             while True:
                 gone = self.pid is not None and not self.is_running(self.pid)
+                if gone and self.end is None:
+                    # At once: whoever adopted it (init) may collect it, and its exit status with it, any moment.
+                    self.end = ending(self.exit_status(self.pid))
                 # Read after the process check, so that whatever it wrote before dying is seen.
                 try:
                     self._read(final=gone)
@@ -126,7 +175,7 @@ class Waiter(object):
                 if self.classifier.failure is not None:
                     return self._failed(elapsed, failure=self.classifier.failure.as_dict(self.catalogue, self.tail))
                 if gone and not self.follower.behind:
-                    return self._failed(elapsed, cause=DEATH_WITHOUT_TRACEBACK.format(pid=self.pid), died=True)
+                    return self._died(elapsed)
                 if self.classifier.ready_line is not None or not self.require_ready_line:
                     if self.health_probe is None:
                         return self._ready(elapsed)
@@ -165,16 +214,20 @@ class Waiter(object):
         result.update(ready=True, failure=None, msg="SGLang server ready after %.1f s" % elapsed)
         return result
 
-    def _failed(self, elapsed, failure=None, cause=None, died=False):
+    def _died(self, elapsed):
+        end, ended = self.end
+        return self._failed(elapsed, cause=DEATH_WITHOUT_TRACEBACK.format(pid=self.pid, end=end), ended=ended)
+
+    def _failed(self, elapsed, failure=None, cause=None, ended=None):
         if failure is None:
-            # The last lines of a server that died are where it failed, so they get a diagnosis even where the
-            # catalogue knows none. Those of one still starting at the timeout, or of a log that cannot be read,
-            # are not a failure's: only a catalogue entry that matches them is a diagnosis.
+            # The last lines of a server that died are where it failed: a catalogue entry that matches them is the
+            # diagnosis, else how it ended, with the component they name. Those of one still starting at the
+            # timeout, or of a log that cannot be read, are not a failure's: only a catalogue entry is a diagnosis.
             failure = {
                 "cause": cause,
                 "ranks": "",
                 "traceback": "",
-                "diagnosis": diagnose("\n".join(self.tail), self.catalogue, generic=died),
+                "diagnosis": diagnose("\n".join(self.tail), self.catalogue, generic=False, ended=ended),
             }
         failure.update(cause=masked_result_text(failure["cause"], self.mask),
                        traceback=masked_result_text(failure["traceback"], self.mask))

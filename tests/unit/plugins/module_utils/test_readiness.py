@@ -2,7 +2,9 @@ import errno
 import functools
 import os
 import re
+import signal
 import socket
+import subprocess
 import time
 import urllib.error
 from pathlib import Path
@@ -56,6 +58,7 @@ class Clock(object):
 
 def wait(log, timeout=10, alive=lambda pid: True, pid=None, classifier=None, start=0.0, **options):
     clock = Clock(start)
+    options.setdefault("exit_status", lambda pid: None)
     waiter = Waiter(
         log, classifier or StartupClassifier(), timeout=timeout, poll_interval=0.25, pid=pid,
         is_running=alive, clock=clock, sleep=clock.sleep, **options
@@ -105,7 +108,7 @@ def test_a_timeout_gets_no_generic_diagnosis_from_lines_that_merely_name_a_compo
     assert "Diagnosis" not in result["msg"]
     # The same lines of a server that died are where it failed: they name the component.
     died = wait(ScriptedLog(lines), pid=4242, alive=lambda pid: False)
-    assert died["failure"]["diagnosis"]["id"] == "not_in_catalogue"
+    assert died["failure"]["diagnosis"]["id"] == "ended_without_traceback"
     assert died["failure"]["diagnosis"]["component"] == "DeepGEMM"
 
 
@@ -127,6 +130,73 @@ def test_death_without_traceback_is_a_failure_at_once():
     assert result["elapsed"] == 0
     assert result["failure"]["cause"].startswith("process 4242 exited before the server was ready")
     assert "OOM killer" in result["msg"]
+
+
+# A start-up as SGLang logs it up to a kill during the weights' load: its last lines name DeepGEMM (absent, and
+# harmless) and every backend (the settings).
+KILLED_WHILE_LOADING = [
+    "[2026-01-01 12:00:00] server_args=ServerArgs(model_path='/models/m', attention_backend='flashinfer', "
+    "disaggregation_transfer_backend='mooncake', tp_size=1)",
+    "[2026-01-01 12:00:00] Init torch distributed begin.",
+    "[2026-01-01 12:00:01] Load weight begin. avail mem=94.21 GB",
+    "[2026-01-01 12:00:01] Failed to import deep_gemm, falling back to triton kernels. "
+    "(error: No module named 'deep_gemm')",
+]
+
+
+def test_a_server_killed_while_it_starts_is_diagnosed_by_the_signal_not_by_a_harmless_line():
+    result = wait(ScriptedLog(KILLED_WHILE_LOADING), pid=4242, alive=lambda pid: False,
+                  exit_status=lambda pid: signal.SIGKILL)
+    failure = result["failure"]
+    assert failure["cause"] == ("process 4242 exited before the server was ready, and the log shows no traceback: "
+                                "it was killed by signal 9 (SIGKILL)")
+    assert (failure["diagnosis"]["id"], failure["diagnosis"]["component"]) == ("killed_by_signal", "SGLang")
+    assert failure["diagnosis"]["cause"].startswith("The server's process was killed by signal 9 (SIGKILL) while")
+    assert "OOM killer" in failure["diagnosis"]["fix"]
+    assert "SGLANG_ENABLE_JIT_DEEPGEMM" not in result["msg"] and "DeepGEMM" not in result["msg"]
+
+
+def test_a_server_that_exited_with_a_code_says_so():
+    result = wait(ScriptedLog(KILLED_WHILE_LOADING), pid=4242, alive=lambda pid: False,
+                  exit_status=lambda pid: 3 << 8)
+    assert result["failure"]["cause"].endswith("no traceback: it exited with code 3")
+    assert result["failure"]["diagnosis"]["id"] == "exited_without_traceback"
+    assert "exited with code 3" in result["failure"]["diagnosis"]["cause"]
+
+
+def test_a_server_collected_before_its_end_was_read_is_not_blamed_on_a_harmless_line():
+    result = wait(ScriptedLog(KILLED_WHILE_LOADING), pid=4242, alive=lambda pid: False)
+    assert result["failure"]["cause"].endswith("or exited on its own")
+    diagnosis = result["failure"]["diagnosis"]
+    assert (diagnosis["id"], diagnosis["component"]) == ("ended_without_traceback", "SGLang")
+    assert diagnosis["cause"].endswith("it was killed by a signal or exited on its own.")
+    assert "OOM killer" in diagnosis["fix"] and "DeepGEMM" not in result["msg"]
+
+
+def test_a_line_the_catalogue_knows_outranks_the_signal():
+    lines = KILLED_WHILE_LOADING + ["16 is not divisible by 6"]
+    result = wait(ScriptedLog(lines), pid=4242, alive=lambda pid: False, exit_status=lambda pid: signal.SIGKILL)
+    assert result["failure"]["cause"].endswith("it was killed by signal 9 (SIGKILL)")
+    assert result["failure"]["diagnosis"]["id"] == "tensor_parallel_not_divisible"
+
+
+def test_a_real_process_killed_and_not_yet_collected_is_diagnosed_by_its_signal():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        os.kill(child.pid, signal.SIGKILL)
+        waiter = Waiter(ScriptedLog(KILLED_WHILE_LOADING), StartupClassifier(), timeout=10, poll_interval=0.01,
+                        pid=child.pid)
+        result = waiter.run()
+    finally:
+        child.wait()
+    assert result["failure"]["cause"].endswith("it was killed by signal 9 (SIGKILL)")
+    assert result["failure"]["diagnosis"]["id"] == "killed_by_signal"
+
+
+def test_a_real_time_signal_is_named_so():
+    assert readiness_core.ending(signal.SIGRTMIN + 2)[0] == "was killed by signal %d (a real-time signal)" % (
+        signal.SIGRTMIN + 2)
+    assert readiness_core.ending(None)[1]["id"] == "ended_without_traceback"
 
 
 def test_traceback_written_before_death_is_reported():

@@ -267,6 +267,49 @@ def test_harmless_warnings_name_no_diagnosis():
                            "(error: No module named 'deep_gemm')") is None
 
 
+# Lines of start-ups that went well (tests/data/sglang_logs), each naming a component.
+HARMLESS_NAMING_A_COMPONENT = [
+    "[2026-01-01 12:00:00] Failed to import deep_gemm, falling back to triton kernels. "
+    "(error: No module named 'deep_gemm')",
+    "[2025-09-11 10:24:40 TP0] All deep_gemm operations loaded successfully!",
+    "[2026-01-01 12:00:00] server_args=ServerArgs(model_path='/m', attention_backend='flashinfer', "
+    "disaggregation_transfer_backend='mooncake', moe_a2a_backend='deepep')",
+    "[2026-01-01 12:00:00] Attention backend not set. Use flashinfer backend by default.",
+    "[2026-01-01 12:00:00 TP0] Init torch distributed begin.",
+    "[2026-01-01 12:00:01 TP0] Init torch distributed ends. mem usage=0.98 GB",
+    "[2026-01-01 12:00:02 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=62.33 GB",
+    "[2026-01-01 12:00:02] Downcasting torch.float32 to torch.float16.",
+    "[2025-09-11 10:25:47 TP3] Config file not found at /sgl-workspace/sglang/python/sglang/srt/layers/moe/"
+    "fused_moe_triton/configs/triton_3_4_0/E=8,N=2048,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json. "
+    "Fallback to triton version 3.1.0 and use MoE kernel config from /sgl-workspace/sglang/python/sglang/srt/",
+    "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml package is "
+    "deprecated. Please install nvidia-ml-py instead.",
+    "W0911 10:24:10.440000 1 torch/utils/cpp_extension.py:2425] TORCH_CUDA_ARCH_LIST is not set, all archs for "
+    "visible cards are included for compilation.",
+    "W0911 10:24:10.440000 1 torch/utils/cpp_extension.py:2425] If this is not desired, please set "
+    "os.environ['TORCH_CUDA_ARCH_LIST'] to specific architectures.",
+]
+
+
+@pytest.mark.parametrize("line", HARMLESS_NAMING_A_COMPONENT)
+def test_a_harmless_line_chooses_neither_the_component_nor_the_diagnosis(line):
+    last_lines = "\n".join([line, "[2026-01-01 12:00:03 TP0] Load weight begin. avail mem=94.21 GB"])
+    for diagnosis in (diagnose(last_lines), diagnose("a failure without a traceback", context=last_lines)):
+        assert (diagnosis["id"], diagnosis["component"]) == ("not_in_catalogue", "SGLang")
+
+
+def test_a_line_that_names_a_component_still_names_it_beside_a_harmless_one():
+    last_lines = "\n".join(HARMLESS_NAMING_A_COMPONENT + ["[2026-01-01 12:00:03 TP0] NCCL INFO Bootstrap : Using eth0"])
+    assert diagnose(last_lines)["component"] == "NCCL"
+
+
+def test_how_the_process_ended_explains_what_no_catalogue_entry_does():
+    ended = {"id": "killed_by_signal", "cause": "killed", "fix": "find who"}
+    last_lines = "\n".join(HARMLESS_NAMING_A_COMPONENT)
+    assert diagnose(last_lines, ended=ended) == dict(ended, component="SGLang", exception=None, raised_in=None)
+    assert diagnose(last_lines + "\n16 is not divisible by 6", ended=ended)["id"] == "tensor_parallel_not_divisible"
+
+
 def test_the_failures_own_lines_outrank_a_known_cause_named_earlier_in_the_log():
     classifier = classify([
         "[2026-01-01 12:00:00] WARNING: SGLANG_DISABLE_CUDNN_CHECK is set; skipping the cuDNN check",
