@@ -147,12 +147,12 @@ def main():
             decision = lock_decision(holder, owner, params["gone_run"])
             if decision == "refuse":
                 module.exit_json(changed=False, locked=False, holder=holder, record=record,
-                                 message=refusal(holder, now, lock_file))
+                                 message=refusal(holder, owner, record, now, lock_file))
             if decision != "keep" and not module.check_mode:
                 if decision == "take" and not create_exclusively(node.directory, LOCK, encoded(owner), 0o600):
                     holder = node.lock()
                     module.exit_json(changed=False, locked=False, holder=holder, record=record,
-                                     message=refusal(holder, now, lock_file))
+                                     message=refusal(holder, owner, record, now, lock_file))
                 if decision == "replace":
                     write_atomically(node.directory, LOCK, encoded(owner), 0o600)
             changed, holder = decision != "keep", owner

@@ -107,10 +107,34 @@ def lock_decision(holder, owner, gone_run):
     return "refuse"
 
 
-def refusal(holder, now, lock_path):
-    return ("Another upgrade holds this node: %s. Wait for it to end. If that run is gone (its controller "
-            "rebooted, its connection lost), a run from that controller takes the lock over by itself; from another "
-            "controller, remove %s once you are sure. Nothing was changed" % (described(holder, now), lock_path))
+def refusal(holder, owner, record, now, lock_path):
+    """Why owner's run may not take the lock holder holds: that run, the switch left on the node when there is one
+    (the record is written just before the server stops, and removed once the new or the old server passed its
+    gate), and how to go on."""
+    said = ["Another upgrade holds this node: %s" % described(holder, now)]
+    again = "run the upgrade again"
+    if record is not None:
+        source = "%s (%s)" % (record["from"], record["from_venv"]) if record["from_venv"] else record["from"]
+        said.append("A switch from %s to %s (%s) that run %s began %d s ago, stopping the node's server, has not "
+                    "ended: unless that run is still at it, the node is half-switched and serves nothing"
+                    % (source, record["to"], record["to_venv"], record["run"][:8],
+                       max(0, int(now - record["stopped_at"]))))
+        again += (": with -e stack_profile=%s it finishes that switch from the snapshot its run took (rolled back if "
+                  "its gate fails)" % record["to"])
+        if record["from"] != "unknown":
+            again += ", with -e stack_profile=%s it abandons it and goes back" % record["from"]
+    if holder["controller"] == owner["controller"]:
+        said.append("Wait for it to end: once its process is gone, a run from this controller takes its lock over "
+                    "by itself; %s" % again)
+    else:
+        said.append("Wait for it to end. Only a run from %s takes that lock over by itself; from %s, once you are "
+                    "sure that run is gone (process %d on %s no longer runs; an AWX job's pod ends with its job), "
+                    "remove the lock as root on the node (rm %s) and %s" % (
+                        holder["controller"], owner["controller"], holder["pid"], holder["controller"], lock_path,
+                        again))
+    if record is None:
+        said.append("Nothing was changed")
+    return ". ".join(said)
 
 
 def left_behind(holder, record, now, lock_path):
@@ -147,26 +171,34 @@ def plan(running, target, record, serving):
     A node is unchanged only when it runs the target, serves, and no switch was left. A record means a switch was
     begun and did not end:
     the node was out of service since its stop unless it serves now, its pre-upgrade snapshot is the one that
-    switch took and is never taken again, and it is switched from what the record says it ran."""
+    switch took and is never taken again. A switch to the target is finished, and counts as a switch from what the
+    record says the node ran; one to another profile is abandoned, and the node moves from what it runs to the
+    target."""
     on_target = running["venv"] == target["venv"]
     needed = not (on_target and serving)
-    source = record["from"] if record else (running["profile"] or "unknown")
+    finishing = record is not None and record["to"] == target["profile"]
+    source = record["from"] if finishing else (running["profile"] or "unknown")
     # A node that serves now has been out of service since nothing; one that does not since the recorded stop.
     stopped_at = record["stopped_at"] if record and not serving else None
-    if not needed:
-        # A run that switched it was interrupted after its gate: the node serves on the target, as the probe proved.
-        outcome = "upgraded" if record else "unchanged"
-        note = ("switched by run %s, which was interrupted after the new server answered" % record["run"][:8]
-                if record else None)
-    else:
-        outcome = "prepared"
-        if record:
-            note = ("a switch to %s begun by run %s did not end: it is finished from the snapshot that run took"
-                    % (record["to"], record["run"][:8]))
-        elif on_target:
-            note = "the node runs %s but did not answer a generation: it is started and gated again" % target["profile"]
+    outcome = "prepared" if needed else "unchanged"
+    note = None
+    if record and not finishing:
+        note = "a switch from %s to %s begun by run %s did not end" % (record["from"], record["to"], record["run"][:8])
+        if needed:
+            note += " and left the node on %s, %s: that switch is abandoned, and the node %s %s" % (
+                source, "serving" if serving else "not serving",
+                "goes back to" if target["profile"] == record["from"] else "is switched to", target["profile"])
         else:
-            note = None
+            note += ", and the node serves %s: that switch is abandoned" % target["profile"]
+    elif record and not needed:
+        # A run that switched it was interrupted after its gate: the node serves on the target, as the probe proved.
+        outcome = "upgraded"
+        note = "switched by run %s, which was interrupted after the new server answered" % record["run"][:8]
+    elif record:
+        note = ("a switch to %s begun by run %s did not end: it is finished from the snapshot that run took"
+                % (record["to"], record["run"][:8]))
+    elif needed and on_target:
+        note = "the node runs %s but did not answer a generation: it is started and gated again" % target["profile"]
     return {
         "from": source,
         "to": target["profile"],

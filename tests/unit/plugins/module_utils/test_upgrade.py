@@ -48,6 +48,38 @@ def test_a_record_of_a_node_that_serves_on_the_target_is_upgraded_without_a_new_
     assert decided["note"] == "switched by run 9f0c2e4b, which was interrupted after the new server answered"
 
 
+def test_going_back_after_a_run_interrupted_past_the_link_abandons_its_switch_and_names_the_real_move():
+    decided = upgrade.plan(CU130, CU128, RECORD, False)
+    assert (decided["from"], decided["to"], decided["needed"], decided["outcome"]) == ("cu130", "cu128", True,
+                                                                                       "prepared")
+    assert (decided["snapshot"], decided["stopped_at"], decided["from_venv"]) == (False, 2000.0, CU128["venv"])
+    assert decided["note"] == ("a switch from cu128 to cu130 begun by run 9f0c2e4b did not end and left the node on "
+                               "cu130, not serving: that switch is abandoned, and the node goes back to cu128")
+
+
+def test_going_back_after_a_run_interrupted_before_the_link_restarts_the_old_stack():
+    decided = upgrade.plan(CU128, CU128, RECORD, False)
+    assert (decided["from"], decided["to"], decided["needed"]) == ("cu128", "cu128", True)
+    assert decided["note"] == ("a switch from cu128 to cu130 begun by run 9f0c2e4b did not end and left the node on "
+                               "cu128, not serving: that switch is abandoned, and the node goes back to cu128")
+
+
+def test_a_switch_abandoned_for_a_third_profile_is_a_switch_to_it():
+    cu129 = {"venv": "ml-env.cu129-9a8b7c6d", "profile": "cu129"}
+    decided = upgrade.plan(CU130, cu129, RECORD, True)
+    assert (decided["from"], decided["to"], decided["stopped_at"]) == ("cu130", "cu129", None)
+    assert decided["note"].endswith("left the node on cu130, serving: that switch is abandoned, and the node is "
+                                    "switched to cu129")
+
+
+def test_a_node_still_serving_the_target_that_an_interrupted_switch_was_to_leave_is_unchanged():
+    decided = upgrade.plan(CU128, CU128, RECORD, True)
+    assert (decided["from"], decided["needed"], decided["resumed"], decided["outcome"]) == (
+        "cu128", False, True, "unchanged")
+    assert decided["note"] == ("a switch from cu128 to cu130 begun by run 9f0c2e4b did not end, and the node serves "
+                               "cu128: that switch is abandoned")
+
+
 def test_a_record_of_a_node_still_serving_its_old_stack_starts_the_outage_anew():
     decided = upgrade.plan(CU128, CU130, RECORD, True)
     assert (decided["needed"], decided["snapshot"], decided["stopped_at"]) == (True, False, None)
@@ -76,10 +108,44 @@ def test_a_run_is_gone_only_on_its_own_controller_when_its_process_is():
     assert upgrade.gone(dict(OWNER, pid_started=None), "ops-1", lambda pid: "") is False
 
 
+LOCK = "/var/lib/blackwell-gpu-node/upgrade/lock.json"
+# A run of another controller: an AWX job's pod has a host name of its own.
+ELSEWHERE = dict(OWNER, id="0" * 32, controller="awx-job-17-x2b9q")
+
+
 def test_the_refusal_names_the_holder_its_age_and_the_way_out():
-    message = upgrade.refusal(OWNER, 1065.9, "/var/lib/blackwell-gpu-node/upgrade/lock.json")
-    assert message.startswith("Another upgrade holds this node: run 9f0c2e4b of ops on ops-1 (process 4242), 65 s old.")
-    assert "remove /var/lib/blackwell-gpu-node/upgrade/lock.json once you are sure" in message
+    message = upgrade.refusal(ELSEWHERE, OWNER, None, 1065.9, LOCK)
+    assert message == (
+        "Another upgrade holds this node: run 00000000 of ops on awx-job-17-x2b9q (process 4242), 65 s old. Wait for "
+        "it to end. Only a run from awx-job-17-x2b9q takes that lock over by itself; from ops-1, once you are sure "
+        "that run is gone (process 4242 on awx-job-17-x2b9q no longer runs; an AWX job's pod ends with its job), "
+        "remove the lock as root on the node (rm %s) and run the upgrade again. Nothing was changed" % LOCK)
+
+
+def test_a_refusal_over_another_controllers_lock_says_the_node_is_half_switched_and_how_to_take_over():
+    message = upgrade.refusal(ELSEWHERE, OWNER, dict(RECORD, run=ELSEWHERE["id"]), 2030, LOCK)
+    assert ("A switch from cu128 (ml-env.cu128-1a2b3c4d) to cu130 (ml-env.cu130-5e6f7a8b) that run 00000000 began "
+            "30 s ago, stopping the node's server, has not ended: unless that run is still at it, the node is "
+            "half-switched and serves nothing.") in message
+    assert message.endswith(
+        "remove the lock as root on the node (rm %s) and run the upgrade again: with -e stack_profile=cu130 it "
+        "finishes that switch from the snapshot its run took (rolled back if its gate fails), with "
+        "-e stack_profile=cu128 it abandons it and goes back" % LOCK)
+    assert "Nothing was changed" not in message
+    unknown = upgrade.refusal(ELSEWHERE, OWNER, dict(RECORD, run=ELSEWHERE["id"], **{"from": "unknown",
+                                                                                     "from_venv": None}), 2030, LOCK)
+    assert "A switch from unknown to cu130 (ml-env.cu130-5e6f7a8b) that run" in unknown
+    assert unknown.endswith("(rolled back if its gate fails)")
+
+
+def test_a_refusal_over_a_lock_of_this_controller_waits_for_the_take_over_by_itself():
+    message = upgrade.refusal(dict(ELSEWHERE, controller="ops-1"), OWNER, RECORD, 2030, LOCK)
+    assert "the node is half-switched and serves nothing" in message
+    assert message.endswith("Wait for it to end: once its process is gone, a run from this controller takes its "
+                            "lock over by itself; run the upgrade again: with -e stack_profile=cu130 it finishes "
+                            "that switch from the snapshot its run took (rolled back if its gate fails), with "
+                            "-e stack_profile=cu128 it abandons it and goes back")
+    assert "rm " not in message
 
 
 def test_what_is_left_behind_tells_another_playbook_what_to_do():
