@@ -23,9 +23,9 @@ BIG_ANSWER = 64 << 20
 
 def hostile_entries():
     return [
-        {"id": HOSTILE_ID, "url": "http://10.0.0.99:30000", "is_healthy": True,
+        {"id": HOSTILE_ID, "url": "http://127.0.0.99:30000", "is_healthy": True,
          "metadata": {"node": "evil\x1b[2J\x1b]0;owned\x07\r\nfake: line"}},
-        {"id": "\x1b[31m5b0c8e1e-7c1d-4c5e-9f39-2a0f3c7b2f10\x1b[0m", "url": "http://10.0.0.98:30000",
+        {"id": "\x1b[31m5b0c8e1e-7c1d-4c5e-9f39-2a0f3c7b2f10\x1b[0m", "url": "http://127.0.0.98:30000",
          "is_healthy": False, "metadata": {"node": "\u009b1;1H" + "n" * 200000}},
     ]
 
@@ -143,8 +143,8 @@ def test_a_hostile_listing_left_alone_is_shown_cleaned(hostile):
         run = case.module(MODULE, args_for(gateway, exclusive=False), diff=True)
     shown = dict((worker.get("url"), worker) for worker in (run.result or {}).get("workers") or [])
     problems = gateway.stray_requests() + no_key_shown(run)
-    if (shown.get("http://10.0.0.99:30000") or {}).get("name") != "evil fake: line":
-        problems.append("the hostile name is not shown cleaned: %r" % (shown.get("http://10.0.0.99:30000"),))
+    if (shown.get("http://127.0.0.99:30000") or {}).get("name") != "evil fake: line":
+        problems.append("the hostile name is not shown cleaned: %r" % (shown.get("http://127.0.0.99:30000"),))
     if len(run.stdout) > 64 << 10:
         problems.append("a result of %d bytes" % len(run.stdout))
     case.check(run, "ok", problems=problems)
