@@ -5,6 +5,7 @@ directory above ansible_collections on sys.path itself. A plain checkout (`make 
 that way: `make units` links it into .build/collections, and this puts that on sys.path, so that the tests
 import the code the way Ansible does either way.
 """
+import re
 import sys
 from pathlib import Path
 
@@ -43,3 +44,23 @@ def recorder():
             return outputs[tuple(argv[1:])]
         return run, calls
     return make
+
+
+# What no result may show of text from outside: any control character but the line end and the tab (ESC starts
+# every terminal sequence; U+009B is the C1 CSI), and the Unicode line and paragraph separators.
+RESULT_CONTROL = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _control_text(value):
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _control_text(key) + _control_text(item)]
+    if isinstance(value, (list, tuple)):
+        return [found for item in value for found in _control_text(item)]
+    return [value] if isinstance(value, str) and RESULT_CONTROL.search(value) else []
+
+
+@pytest.fixture
+def control_text():
+    """control_text(value) -> every text of value (a result, keys too, at any depth) that holds a control
+    character: [] for a result fit to show."""
+    return _control_text

@@ -475,20 +475,10 @@ def test_every_fabric_finding_is_data_with_an_action():
 DIGITS = "9" * 5000  # int() refuses more than 4,300 digits from Python 3.11 on
 # Terminal sequences (CSI, OSC) and other control characters, in ASCII as a sysfs attribute holds them.
 ESCAPES = "\x1b[2J\x1b]0;owned\x07\x00\x08\x7f"
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 MIB = 1 << 20
 # A parser of a bounded text takes far less than this, on any machine.
 BOUND_S = 1.0
 GNS = (DATA / "gpu_health" / "p2p-rtx5090-2gpu-gns.txt").read_text()
-
-
-def control_text(value):
-    """Every string of value, keys too, that holds a control character."""
-    if isinstance(value, dict):
-        return [found for key, item in value.items() for found in control_text(key) + control_text(item)]
-    if isinstance(value, (list, tuple)):
-        return [found for item in value for found in control_text(item)]
-    return [value] if isinstance(value, str) and CONTROL.search(value) else []
 
 
 def observed_with(tree, outputs):
@@ -503,7 +493,7 @@ def weighed_summary(fabric):
     return weighed, core.summary(fabric, weighed["mode"], weighed["problems"])
 
 
-def test_a_gpu_named_with_5000_digits_makes_no_p2p_matrix_and_no_traceback(tmp_path):
+def test_a_gpu_named_with_5000_digits_makes_no_p2p_matrix_and_no_traceback(tmp_path, control_text):
     p2p = " \tGPU0\tGPU1\tGPU%s\t\n GPU0\tX\tGNS\tGNS\t\n GPU1\tGNS\tX\tGNS\t\n GPU%s\tGNS\tGNS\tX\t\n" % (
         DIGITS, DIGITS)
     topology = "\tGPU0\tGPU1\tGPU%s\nGPU0\t X \tPHB\tNV%s\nGPU1\tPHB\t X \tPHB\nGPU%s\tNV%s\tPHB\t X \n" % (
@@ -525,7 +515,7 @@ def test_a_p2p_matrix_of_5000_digit_names_alone_has_no_peer_to_weigh():
     assert core.parse_p2p(GNS.replace("GPU1", "GPU" + DIGITS)) == core.parse_p2p(GNS.replace("GPU1", "GPU12345")) == {}
 
 
-def test_terminal_sequences_and_control_characters_from_sysfs_and_nvidia_smi_reach_no_result(tmp_path):
+def test_terminal_sequences_and_control_characters_from_sysfs_and_nvidia_smi_reach_no_result(tmp_path, control_text):
     tree = switch_box(tmp_path, iommu="DMA-FQ" + ESCAPES[:20], cmdline="ro intel_iommu=on%s quiet iommu=pt%s" % (
         ESCAPES, ESCAPES))
     # A file's name holds any byte but the slash and NUL.
@@ -570,7 +560,7 @@ def test_a_1_mib_line_of_nvidia_smi_is_left_out_and_said_in_the_fabrics_problems
     assert ids(weighed) == ["p2p_not_supported"]
 
 
-def test_a_p2p_table_of_100000_columns_is_bounded_and_said(tmp_path):
+def test_a_p2p_table_of_100000_columns_is_bounded_and_said(tmp_path, control_text):
     names = ["GPU%d" % number for number in range(100000)]
     table = " \t" + "\t".join(names) + "\n" + "".join(
         " %s\t" % name + "\t".join("X" if peer == name else "OK" for peer in names[:20]) + "\n" for name in names[:20])

@@ -16,7 +16,6 @@ FLEET = [{"name": "gpu01", "url": "http://10.0.0.11:30000", "api_key": "key-gpu0
          {"name": "gpu02", "url": "http://10.0.0.12:30000", "api_key": "key-gpu02-88c1"}]
 HOSTILE_ID = "../../shutdown?now=1"
 # What no result may hold: a control character but the line end and the tab (terminal sequences start with one).
-CONTROL = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 # A path the module may request: the list, or one worker by the id the gateway gave it (a UUID).
 REQUEST_PATH = re.compile(r"/workers(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?\Z")
 
@@ -89,15 +88,6 @@ def run(capsys, monkeypatch, check_mode=False, diff=False, **options):
     return result
 
 
-def control_text(value):
-    """Each text of value that holds a control character."""
-    if isinstance(value, dict):
-        return [found for key, item in value.items() for found in control_text(key) + control_text(item)]
-    if isinstance(value, list):
-        return [found for item in value for found in control_text(item)]
-    return [value] if isinstance(value, str) and CONTROL.search(value) else []
-
-
 def test_check_mode_shows_the_plan_and_the_diff_and_sends_nothing(gateway, capsys, monkeypatch, tmp_path):
     kept = tmp_path / "workers.json"
     result = run(capsys, monkeypatch, check_mode=True, diff=True, workers_file=str(kept))
@@ -161,7 +151,7 @@ def test_a_worker_taken_out_stays_out_until_it_is_put_back(gateway, capsys, monk
     ({"wait_timeout": -1}, "wait_timeout=-1"),
     ({"workers_file_group": "blackwell-no-such-group"}, "workers_file_group=blackwell-no-such-group"),
 ])
-def test_a_bad_option_is_refused_naming_it_and_nothing_is_sent(gateway, capsys, monkeypatch, options, option):
+def test_a_bad_option_is_refused_naming_it_and_nothing_is_sent(gateway, capsys, monkeypatch, options, option, control_text):
     result = run(capsys, monkeypatch, **options)
     assert result["failed"] is True and result["msg"].startswith("Nothing was changed: ") and option in result["msg"]
     # Ansible echoes the options given (invocation); the module's own words hold no control character.
@@ -176,7 +166,7 @@ def hostile_entries():
 
 
 def test_an_id_from_a_hostile_listing_is_never_sent_and_the_run_changes_nothing(gateway, capsys, monkeypatch,
-                                                                                tmp_path):
+                                                                                tmp_path, control_text):
     gateway.also_listed = hostile_entries()
     kept = tmp_path / "workers.json"
     for check_mode in (True, False):
@@ -188,7 +178,7 @@ def test_an_id_from_a_hostile_listing_is_never_sent_and_the_run_changes_nothing(
     assert gateway.changes_sent() == [] and not kept.exists()
 
 
-def test_a_hostile_listing_left_alone_is_shown_cleaned_and_bounded(gateway, capsys, monkeypatch):
+def test_a_hostile_listing_left_alone_is_shown_cleaned_and_bounded(gateway, capsys, monkeypatch, control_text):
     gateway.also_listed = hostile_entries()
     result = run(capsys, monkeypatch, exclusive=False, diff=True)
     assert result.get("failed") is None and result["changed"] is True and control_text(result) == []
@@ -202,7 +192,7 @@ def test_a_hostile_listing_left_alone_is_shown_cleaned_and_bounded(gateway, caps
     assert len(result["_stdout"]) < 20000
 
 
-def test_an_error_body_is_shown_with_every_key_masked_and_cleaned(gateway, capsys, monkeypatch):
+def test_an_error_body_is_shown_with_every_key_masked_and_cleaned(gateway, capsys, monkeypatch, control_text):
     echoed = "%s \\u0061%s %s \x1b[1m%s\x1b[0m" % (ADMIN_KEY, ADMIN_KEY[1:], FLEET[1]["api_key"], "x" * 10000)
     gateway.error = (500, json.dumps({"error": "refused: " + echoed}).encode())
     result = run(capsys, monkeypatch)
