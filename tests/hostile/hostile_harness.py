@@ -463,6 +463,15 @@ def control_text(value, path="result"):
     return []
 
 
+def strings(value):
+    """Every text of value (a parsed JSON result), at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (dict, list)):
+        for item in (value.values() if isinstance(value, dict) else value):
+            yield from strings(item)
+
+
 def one_line(text):
     return " ".join(redacted(text or "").split())
 

@@ -10,6 +10,8 @@ import subprocess
 import time
 from urllib.parse import quote
 
+import hostile_harness
+
 MODULE = "sglang_diagnosis"
 MASK = "********"
 # With what JSON and URLs escape ('/', '+'); the pid keeps it this run's.
@@ -87,14 +89,6 @@ def listening(port, process, deadline=10):
     return False
 
 
-def strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, (dict, list)):
-        for item in (value.values() if isinstance(value, dict) else value):
-            yield from strings(item)
-
-
 def test_a_401_that_echoes_the_api_key_escaped_shows_it_in_no_spelling(hostile):
     case = hostile(MODULE, "401 echoing the api key JSON-escaped, URL-encoded, in base64")
     script = case.home / "echo_server.py"
@@ -126,7 +120,7 @@ def test_a_401_that_echoes_the_api_key_escaped_shows_it_in_no_spelling(hostile):
         problems.append("the probe did not get the server's 401: %r" % (generate,))
     elif problem.count(MASK) < 5:
         problems.append("the 401's body is not quoted with its 5 echoes masked: %s" % problem)
-    shown = list(strings(run.result or {}))
+    shown = list(hostile_harness.strings(run.result or {}))
     problems += ["the result shows the key %s" % name for name, form in echoed_forms().items()
                  if any(form in text for text in shown) or form in run.stdout]
     case.check(run, "ok", problems=problems)

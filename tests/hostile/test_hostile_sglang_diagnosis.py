@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import hostile_harness
+
 MODULE = "sglang_diagnosis"
 LINE_LIMIT = 2048
 CUT = re.compile(r" \[\.\.\. \d+ bytes cut\]$")
@@ -38,20 +40,12 @@ def setting(case):
     return logs / "sglang.log", dict(state_dir=str(state_dir), kernel_log=False, gpu_processes=False)
 
 
-def strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, (dict, list)):
-        for item in (value.values() if isinstance(value, dict) else value):
-            yield from strings(item)
-
-
 def shown_bounded(run):
     """Problems with what the result shows of the log: a line over 2 KiB (its cut marker aside), an escape."""
     problems = []
     if "\\u001b" in run.stdout or "\x1b" in run.stdout:
         problems.append("the result carries an ESC character")
-    for text in strings((run.result or {}).get("log")):
+    for text in hostile_harness.strings((run.result or {}).get("log")):
         for line in text.split("\n"):
             if len(CUT.sub("", line).encode("utf-8")) > LINE_LIMIT:
                 problems.append("a shown line of %d bytes" % len(line.encode("utf-8")))
