@@ -49,6 +49,13 @@ description:
     and GPU Memory Error Management (U(https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html)); an
     idle GPU's PCIe generation below its maximum is normal (the link slows down to save power), a link narrower
     than its maximum is not.
+  - "What is read of each command's output is bounded, and each cut is said in RV(cut) - C(nvidia-smi -q) 4 MiB and
+    65,536 lines (as gpu_facts reads it), C(nvidia-smi nvlink -e) 4 MiB and 100,000 lines, C(dcgmi diag) 1 MiB, 10,000 lines and 64 result rows, the
+    kernel log 1,048,576 lines; any line 4,096 characters; 256 GPUs, 2,048 fields of a GPU in sections 8 deep, 64
+    non-zero NVLink counters of a GPU shown; 1,024 findings returned, the worst first (RV(counts) counts them all).
+    A number of more than 20 digits is no number. Text taken from the commands and the kernel log is returned
+    without terminal escape sequences and control characters, a GPU's C(uuid), C(name), C(persistence_mode),
+    C(fabric_state) and C(fabric_status) cut to 256 bytes, any other text to 2 KiB a line."
   - Changes nothing.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -107,7 +114,12 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds each command may run before it is killed.
+    description:
+      - Seconds the whole check may take, its commands and the reading of what they print. Each command gets the
+        time left and is killed at its end; what is not run or read by then is said in RV(cut), and parsing stops
+        there. With anything left unread, the verdict is V(unknown) unless what was read shows the node
+        V(unhealthy).
+      - More than 0.
     type: int
     default: 120
 notes:
@@ -347,6 +359,16 @@ pcie_fabric:
       description: What could not be read, and why (ACS not readable without root, a command that printed no matrix).
       type: list
       elements: str
+cut:
+  description:
+    - What was not read whole, or not returned whole, each with its bound - an output, its lines or a line cut, GPUs
+      or fields past their bounds, findings past 256 (the worst are returned), a command not run or parsing stopped
+      at the end of O(timeout). Empty when everything was read.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nvidia-smi -q: 6.3 MiB of output, cut to its first 4.0 MiB", "nvidia-smi -q: 1000 GPUs listed, the first
+    256 assessed"]
 xid_count:
   description: How many Xid lines the kernel log holds (the first 50 are read).
   returned: always
@@ -358,8 +380,9 @@ kernel_log:
   sample: {read: true, source: /dev/kmsg, problem: null}
 dcgm_diag:
   description:
-    - The DCGM diagnostic's C(level), exit status C(rc), C(results) ({test, result, detail}) and C(problem)
-      (C(dcgmi) missing, or no result printed); null without O(dcgm_diag).
+    - The DCGM diagnostic's C(level), exit status C(rc) (null when it did not run), C(results) ({test, result,
+      detail}, with the C(warning) of a warning's row) and C(problem) (C(dcgmi) missing, not run by the end of
+      O(timeout), or no result printed); null without O(dcgm_diag).
   returned: always
   type: dict
 """
@@ -368,7 +391,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_bounded
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import check_options, gather
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import Deadline, check_options, gather
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import read_kernel_log
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.pcie_fabric import read_fabric
 
@@ -390,16 +413,19 @@ def main():
         check_options(params["severity_overrides"], params["dcgm_diag_level"], params["dcgm_diag_allow_long"])
     except InvalidOption as exc:
         module.fail_json(msg=str(exc))
+    if params["timeout"] <= 0:
+        module.fail_json(msg="timeout=%d: give the seconds the check may take, more than 0" % params["timeout"])
+    deadline = Deadline(params["timeout"])
 
     def run(argv):
         # A command that cannot start is an answer like any other: the verdict says what it means.
         try:
-            return run_bounded(argv, params["timeout"])
+            return run_bounded(argv, deadline.left())
         except OSError as exc:
             return 127, "", "%s: %s" % (argv[0], exc.strerror)
 
-    health = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("dcgmi"), run, read_kernel_log, params,
-                    read_fabric)
+    health = gather(module.get_bin_path("nvidia-smi"), module.get_bin_path("dcgmi"), run,
+                    lambda: read_kernel_log(seconds=deadline.left()), params, read_fabric, deadline)
     module.exit_json(changed=False, **health)
 
 

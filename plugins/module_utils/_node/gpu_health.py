@@ -31,11 +31,26 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type  # pragma: no mutate
 
 import re
+import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import XID_MEANINGS, kernel_events
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import state_of
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
+    NUMBER_DIGITS,
+    RESULT_LINE_BYTES,
+    bounded_int,
+    result_line,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import (
+    MAX_KMSG_RECORDS,
+    XID_MEANINGS,
+    kernel_events,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import (
+    DETAILS_CHARACTERS,
+    DETAILS_LINES,
+    MAX_GPUS,
+    state_of,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import pcie_fabric
 
 SEVERITIES = ("unhealthy", "degraded", "info")
@@ -166,10 +181,37 @@ CLOCK_EVENTS = (("hw slowdown", "hw_slowdown"), ("hw thermal slowdown", "hw_ther
 # What "GPU Recovery Action" (drivers 570 and later) and the older "GPU Reset Status" fields ask for.
 RECOVERY_ACTIONS = (("reboot", "node_reboot_required"), ("drain and reset", "drain_and_reset_required"),
                     ("p2p", "drain_p2p_required"), ("reset", "gpu_reset_required"))
-NVLINK_COUNTER = re.compile(r"\s*Link (?P<link>\d+): (?P<name>[^:]*[Ee]rrors?[^:]*): (?P<value>\d+)\s*$")
-NVLINK_GPU = re.compile(r"GPU (?P<index>\d+): .*\(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)")
-DCGM_ROW = re.compile(r"\|\s*(?P<test>[^|]*?)\s*\|\s*(?P<result>Pass|Fail|Warn|Skip)\b(?P<detail>[^|]*)\|")
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+DCGM_RESULTS = ("Pass", "Fail", "Warn", "Skip")
+NUMBER = re.compile(r"-?(\d+)(?:\.(\d+))?")
+HEX_DIGITS = "0123456789abcdefABCDEF"
+
+# What is read of the commands' output, at most: no output (a broken driver's, or that of a program of the name found
+# first on the PATH) may make the module run on for minutes or return megabytes. The result's cut says each cut.
+# Sizes are in characters, a byte each of these commands' ASCII output.
+# nvidia-smi -q is read within gpu_facts' bounds (DETAILS_CHARACTERS, DETAILS_LINES), which preflight reads the same
+# output with.
+# nvidia-smi nvlink -e prints a few counters for each of up to 18 links (NVLink5) a GPU, some 40 characters each.
+NVLINK_CHARS = 4 << 20
+NVLINK_LINES = 100000
+# dcgmi diag prints a table of a few KB, some 30 rows at level 4.
+DCGM_CHARS = 1 << 20
+DCGM_LINES = 10000
+DCGM_ROWS = 64
+# The kernel log: as many lines as /dev/kmsg is read for.
+KERNEL_LINES = MAX_KMSG_RECORDS
+# A line of any of them: a process's path in nvidia-smi -q may be as long as PATH_MAX; other lines are under 200.
+LINE_CHARS = 4096
+# The H200's nvidia-smi -q has some 250 fields a GPU, in sections 3 deep.
+GPU_FIELDS = 2048
+SECTION_DEPTH = 8
+# Non-zero NVLink counters shown a GPU: 18 links (NVLink5) with 3 counters each (replay, recovery, CRC).
+NVLINK_COUNTERS = 64
+# Findings returned, the worst first (a few for each of MAX_GPUS at most); the counts and the verdict weigh them all.
+MAX_FINDINGS = 1024
+# What a GPU's name, UUID or state shows: each is under 100 characters.
+FACT_BYTES = 256
+# Lines parsed between two looks at the deadline.
+DEADLINE_EVERY = 256
 
 DETAILS_ARGV = ("-q",)
 NVLINK_ARGV = ("nvlink", "-e")
@@ -195,40 +237,145 @@ def check_options(severity_overrides, dcgm_diag_level, dcgm_diag_allow_long, opt
                             "dcgm_diag_allow_long=true to run it on a drained node" % dcgm_diag_level)
 
 
-def parse_details(text):
-    """[{bus_id, fields: {lower-case path: value}, labels: {lower-case path: path as printed}}], one per GPU of
-    `nvidia-smi -q`. A path is the tuple of the sections above a field and its name; N/A values are left out."""
-    gpus, current, sections = [], None, []
-    for raw in text.splitlines():
+class Deadline(object):
+    """The module's timeout as a point in time, taken at its start: what a command may still take, and whether
+    parsing must stop. Without seconds, none."""
+
+    def __init__(self, seconds=None, clock=time.monotonic):
+        self.seconds, self.clock = seconds, clock
+        self.end = None if seconds is None else clock() + seconds
+
+    def left(self):
+        """Seconds left, 0 once passed; None without a deadline."""
+        return None if self.end is None else max(0.0, self.end - self.clock())
+
+    def passed(self):
+        return self.end is not None and self.clock() >= self.end
+
+
+class Reading(object):
+    """What one assessment read of the commands' outputs: each cut to its bound, parsing stopped at the deadline.
+    cut says each cut; partial, those after which a GPU or a finding may have gone unread, so that the verdict
+    cannot be healthy."""
+
+    def __init__(self, deadline=None):
+        self.deadline = deadline or Deadline()
+        self.cut, self.partial = [], []
+
+    def note(self, said, partial=True):
+        """said, as the result's cut shows it."""
+        said = result_line(said)
+        self.cut.append(said)
+        if partial:
+            self.partial.append(said)
+        return said
+
+    def stop(self, source, what):
+        return self.note("%s: %s: the deadline (timeout %s s) had passed" % (source, what, self.deadline.seconds))
+
+    def text(self, text, source, limit):
+        """text cut to limit characters."""
+        if len(text) <= limit:
+            return text
+        self.note("%s: %s of output, cut to its first %s" % (source, _size(len(text)), _size(limit)))
+        return text[:limit]
+
+    def lines(self, lines, source, limit):
+        """lines, each cut to LINE_CHARS, the first limit of them, until the deadline passes."""
+        count = long_lines = 0
+        for line in lines:
+            if count == limit:
+                self.note("%s: more than %d lines, the first %d read" % (source, limit, limit))
+                break
+            if count % DEADLINE_EVERY == 0 and self.deadline.passed():
+                self.stop(source, "parsing stopped after %d lines" % count)
+                break
+            if len(line) > LINE_CHARS:
+                long_lines += 1
+                line = line[:LINE_CHARS]
+            count += 1
+            yield line
+        if long_lines:
+            self.note("%s: %d line(s) longer than %d characters, each cut to that" % (source, long_lines, LINE_CHARS),
+                      partial=False)
+
+
+def _size(chars):
+    return "%.1f MiB" % (chars / float(1 << 20))
+
+
+def _text_lines(text):
+    """text's lines one at a time (splitlines() would make them all at once), a long one as its first LINE_CHARS + 1
+    characters: enough for Reading.lines() to see that it is too long, without a copy of all of it."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:min(end, start + LINE_CHARS + 1)]
+        start = end + 1
+
+
+def parse_details(text, reading=None):
+    """[{bus_id, fields: {lower-case path: value}, labels: {lower-case path: (sections as printed, name)}}], one per
+    GPU of `nvidia-smi -q`, the first MAX_GPUS. A path is the tuple of the sections above a field and its name; N/A
+    values are left out. reading (a Reading) bounds what is read and says what was cut."""
+    source = "nvidia-smi -q"
+    reading = reading or Reading()
+    gpus, current, listed, deep, dropped = [], None, 0, 0, 0
+    # The open sections, innermost last: (indent, keys, labels), keys and labels being the tuples of the names
+    # (lower-case, and as printed) from the outermost down to it, shared by the fields below it. Keys of None:
+    # a section nested too deep, whose lines are not read.
+    sections = []
+    for raw in reading.lines(_text_lines(reading.text(text, source, DETAILS_CHARACTERS)), source, DETAILS_LINES):
         line = raw.rstrip()
         header = GPU_HEADER.match(line)
         if header:
-            current, sections = dict(bus_id=header.group("bus_id"), fields={}, labels={}), []
-            gpus.append(current)
+            listed += 1
+            current = dict(bus_id=header.group("bus_id"), fields={}, labels={}) if listed <= MAX_GPUS else None
+            gpus.extend([current] if current else [])
+            sections = []
             continue
         if current is None or not line.strip():
             continue
         indent = len(line) - len(line.lstrip())
         while sections and sections[-1][0] >= indent:
             sections.pop()
+        keys, labels = sections[-1][1:] if sections else ((), ())
         name, colon, value = line.strip().partition(":")
+        if keys is None or (not colon and len(keys) == SECTION_DEPTH):
+            deep += 1
+            if keys is not None:
+                sections.append((indent, None, None))
+            continue
         label = name.strip()
         key = RENAMED.get(label.lower(), label.lower())
         if not colon:
-            sections.append((indent, key, label))
+            sections.append((indent, keys + (key,), labels + (label,)))
             continue
         value = value.strip()
         if value in ("N/A", "[N/A]", "Not Supported", "[Not Supported]", ""):
             continue
-        path = tuple(section[1] for section in sections) + (key,)
+        path = keys + (key,)
+        if path not in current["fields"] and len(current["fields"]) == GPU_FIELDS:
+            dropped += 1
+            continue
         current["fields"][path] = value
-        current["labels"][path] = " > ".join([section[2] for section in sections] + [label])
+        current["labels"][path] = (labels, label)
+    if listed > MAX_GPUS:
+        reading.note("%s: %d GPUs listed, the first %d assessed" % (source, listed, MAX_GPUS))
+    if deep:
+        reading.note("%s: %d line(s) in sections nested more than %d deep, not read" % (source, deep, SECTION_DEPTH))
+    if dropped:
+        reading.note("%s: %d field(s) past the first %d of a GPU, not read" % (source, dropped, GPU_FIELDS))
     return gpus
 
 
 def _number(value):
+    """The first number in value, None when there is none or it has more than NUMBER_DIGITS digits."""
     found = NUMBER.search(value or "")
-    return None if found is None else float(found.group())
+    if found is None or any(len(part or "") > NUMBER_DIGITS for part in found.groups()):
+        return None
+    return float(found.group())
 
 
 class _Gpu(object):
@@ -237,14 +384,20 @@ class _Gpu(object):
     def __init__(self, parsed, index, severities):
         self.fields, self.labels, self.severities = parsed["fields"], parsed["labels"], severities
         self.findings = []
-        self.facts = dict(index=index, bus_id=parsed["bus_id"], uuid=self.value("gpu uuid"),
-                          name=self.value("product name"), persistence_mode=self.value("persistence mode"))
+        self.facts = dict(index=index, bus_id=parsed["bus_id"], uuid=self.fact("gpu uuid"),
+                          name=self.fact("product name"), persistence_mode=self.fact("persistence mode"))
 
     def value(self, *path):
         return self.fields.get(path)
 
+    def fact(self, *path):
+        """The value as a result shows it: cleaned and cut."""
+        value = self.value(*path)
+        return None if value is None else result_line(value, FACT_BYTES)
+
     def evidence(self, *path):
-        return "%s: %s" % (self.labels[path], self.fields[path])
+        sections, label = self.labels[path]
+        return result_line("%s: %s" % (" > ".join(sections + (label,)), self.fields[path]))
 
     def number(self, *path):
         return _number(self.value(*path))
@@ -362,50 +515,114 @@ def _thermal_and_power(gpu):
 
 def _fabric(gpu):
     state, status = gpu.value("fabric", "state"), gpu.value("fabric", "status")
-    gpu.facts.update(fabric_state=state, fabric_status=status)
+    gpu.facts.update(fabric_state=gpu.fact("fabric", "state"), fabric_status=gpu.fact("fabric", "status"))
     if state in ("Not Started", "In Progress"):
         gpu.add("fabric_not_ready", gpu.evidence("fabric", "state"))
     elif state == "Completed" and status not in (None, "Success"):
         gpu.add("fabric_error", "%s; %s" % (gpu.evidence("fabric", "state"), gpu.evidence("fabric", "status")))
     if (gpu.value("fabric", "health", "summary") or "").lower() == "unhealthy":
         gpu.add("fabric_unhealthy", gpu.evidence("fabric", "health", "summary"))
-    if (gpu.facts["persistence_mode"] or "").lower() == "disabled":
+    if (gpu.value("persistence mode") or "").lower() == "disabled":
         gpu.add("persistence_mode_disabled", gpu.evidence("persistence mode"))
 
 
 CHECKS = (_ecc, _memory, _recovery, _clocks, _pcie, _thermal_and_power, _fabric)
 
 
-def parse_nvlink_errors(text):
-    """{GPU UUID: ["GPU i Link n: Name Errors: count", ...]} of the non-zero counters of `nvidia-smi nvlink -e`;
-    lines that sum several links up ("Links 1-5: ...") are not counters and are left out."""
-    found, uuid, index = {}, None, None
-    for line in text.splitlines():
-        gpu = NVLINK_GPU.match(line)
+def _nvlink_gpu(line):
+    """(index, UUID) of a GPU's line of `nvidia-smi nvlink -e` ("GPU 0: NVIDIA H100 (UUID: GPU-5261e3df-...)"), else
+    None."""
+    if not line.startswith("GPU "):
+        return None
+    index, colon, rest = line[4:].partition(": ")
+    start = rest.rfind("(UUID: GPU-")
+    if not colon or bounded_int(index) is None or start < 0:
+        return None
+    uuid, closed, _rest = rest[start + len("(UUID: "):].partition(")")
+    return (index, uuid) if closed and uuid[4:] and not uuid[4:].strip(HEX_DIGITS + "-") else None
+
+
+def _nvlink_counter(line):
+    """(link, name, value) of a counter's line ("Link 3: Replay Errors: 2353"), else None."""
+    line = line.strip()
+    if not line.startswith("Link "):
+        return None
+    link, colon, rest = line[len("Link "):].partition(": ")
+    name, named, value = rest.partition(": ")
+    if not (colon and named and bounded_int(link) is not None and bounded_int(value) is not None) or ":" in name:
+        return None
+    return (link, name, value) if "Error" in name or "error" in name else None
+
+
+def parse_nvlink_errors(text, reading=None):
+    """{GPU UUID: ["GPU i Link n: Name Errors: count", ...]} of the non-zero counters of `nvidia-smi nvlink -e`, the
+    first NVLINK_COUNTERS of each of the first MAX_GPUS GPUs; lines that sum several links up ("Links 1-5: ...") are
+    not counters. reading (a Reading) bounds what is read and says what was cut."""
+    source = "nvidia-smi nvlink -e"
+    reading = reading or Reading()
+    found, uuid, index, seen, more = {}, None, None, set(), 0
+    for line in reading.lines(_text_lines(reading.text(text, source, NVLINK_CHARS)), source, NVLINK_LINES):
+        gpu = _nvlink_gpu(line)
         if gpu:
-            uuid, index = gpu.group("uuid"), gpu.group("index")
+            index, uuid = gpu
+            seen.add(uuid)
+            uuid = uuid if len(seen) <= MAX_GPUS else None
             continue
-        counter = NVLINK_COUNTER.match(line)
-        if uuid and counter and int(counter.group("value")):
-            found.setdefault(uuid, []).append("GPU %s Link %s: %s: %s" % (
-                index, counter.group("link"), counter.group("name"), counter.group("value")))
+        counter = _nvlink_counter(line)
+        if uuid and counter and int(counter[2]):
+            counters = found.setdefault(uuid, [])
+            if len(counters) == NVLINK_COUNTERS:
+                more += 1
+                continue
+            counters.append("GPU %s Link %s: %s: %s" % ((index,) + counter))
+    if len(seen) > MAX_GPUS:
+        reading.note("%s: %d GPUs listed, the first %d read" % (source, len(seen), MAX_GPUS))
+    if more:
+        reading.note("%s: %d non-zero counter(s) past the first %d of a GPU, not shown"
+                     % (source, more, NVLINK_COUNTERS), partial=False)
     return found
 
 
-def parse_dcgm_diag(text):
-    """[{test, result, detail}] of `dcgmi diag`'s table; a Warning row's wrapped lines are joined into it."""
-    results = []
-    for line in text.splitlines():
-        row = DCGM_ROW.match(line.strip())
-        if row:
-            results.append(dict(test=row.group("test"), result=row.group("result"),
-                                detail=row.group("detail").strip(" -")))
+def _dcgm_row(line):
+    """(test, result, detail) of a result's row of `dcgmi diag`'s table ("| PCIe | Fail - All |"), else None."""
+    cells = line.split("|", 3)
+    if len(cells) < 4 or cells[0]:
+        return None
+    result = cells[2].lstrip()
+    word, after = result[:4], result[4:5]
+    if word not in DCGM_RESULTS or after.isalnum() or after == "_":
+        return None
+    return cells[1].strip(), word, result[4:]
+
+
+def parse_dcgm_diag(text, reading=None):
+    """[{test, result, detail}] of `dcgmi diag`'s table, the first DCGM_ROWS rows; a Warning row's wrapped lines are
+    joined into it. reading (a Reading) bounds what is read and says what was cut."""
+    source = "dcgmi diag"
+    reading = reading or Reading()
+    # last: the row a Warning row's lines belong to, None after a row past DCGM_ROWS.
+    results, more, last = [], 0, None
+    for line in reading.lines(_text_lines(reading.text(text, source, DCGM_CHARS)), source, DCGM_LINES):
+        line = line.strip()
+        row = _dcgm_row(line)
+        if row and len(results) == DCGM_ROWS:
+            more, last = more + 1, None
             continue
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0] == "Warning" and results:
-            results[-1]["warning"] = cells[1]
-        elif len(cells) == 2 and not cells[0] and cells[1] and results and "warning" in results[-1]:
-            results[-1]["warning"] += " " + cells[1]
+        if row:
+            last = dict(test=row[0], result=row[1], detail=row[2].strip(" -"))
+            results.append(last)
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|", 2)]
+        if len(cells) == 2 and cells[0] == "Warning" and last is not None:
+            last["warning"] = cells[1]
+        elif len(cells) == 2 and not cells[0] and cells[1] and last is not None and "warning" in last:
+            # Past what a result shows, more of it would only be cut again.
+            if len(last["warning"]) <= RESULT_LINE_BYTES:
+                last["warning"] += " " + cells[1]
+    if more:
+        reading.note("%s: %d rows, the first %d read" % (source, len(results) + more, DCGM_ROWS))
+    for result in results:
+        result.update((key, result_line(result[key])) for key in ("test", "detail", "warning") if key in result)
     return results
 
 
@@ -449,26 +666,41 @@ def verdict_of(findings):
 
 
 def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=None, severity_overrides=None,
-           fabric=None):
+           fabric=None, reading=None):
     """The node's health from what the commands printed.
 
     state, message: nvidia_smi.state_of() of `nvidia-smi -q` and what it said; details: its output; nvlink: the
     output of `nvidia-smi nvlink -e`; kernel_lines: the kernel log's lines since boot, None when it was not read;
     dcgm_results: parse_dcgm_diag() of `dcgmi diag`'s output, None when it did not run; fabric: pcie_fabric.observe()
-    of the PCIe fabric between the GPUs, None when it was not read."""
+    of the PCIe fabric between the GPUs, None when it was not read; reading: the Reading that bounds the parsing and
+    says what was cut (a fresh one, without a deadline, when not given)."""
+    reading = reading or Reading()
+    return _assess(state, message, parse_details(details, reading) if state == "ok" else [], nvlink, kernel_lines,
+                   dcgm_results, severity_overrides, fabric, reading)
+
+
+def _worst(findings, limit):
+    """The ids (id()) of the limit worst findings."""
+    rank = dict((severity, index) for index, severity in enumerate(SEVERITIES))
+    order = sorted(range(len(findings)), key=lambda index: (rank[findings[index]["severity"]], index))
+    return set(id(findings[index]) for index in order[:limit])
+
+
+def _assess(state, message, parsed, nvlink, kernel_lines, dcgm_results, severity_overrides, fabric, reading):
+    """assess() of parse_details()'s GPUs."""
     severities = dict(severity_overrides or {})
     gpus = []
-    for index, parsed in enumerate(parse_details(details) if state == "ok" else []):
-        gpu = _Gpu(parsed, index, severities)
+    for index, each in enumerate(parsed):
+        gpu = _Gpu(each, index, severities)
         for check in CHECKS:
             check(gpu)
         gpus.append(gpu)
-    nvlink_errors = parse_nvlink_errors(nvlink or "")
+    nvlink_errors = parse_nvlink_errors(nvlink or "", reading)
     for gpu in gpus:
-        if gpu.facts["uuid"] in nvlink_errors:
-            gpu.add("nvlink_errors", "; ".join(nvlink_errors[gpu.facts["uuid"]]))
+        if gpu.value("gpu uuid") in nvlink_errors:
+            gpu.add("nvlink_errors", "; ".join(nvlink_errors[gpu.value("gpu uuid")]))
     node_findings = []
-    events = kernel_events(kernel_lines or [])
+    events = kernel_events(reading.lines(kernel_lines or [], "the kernel log", KERNEL_LINES))
     by_device = dict((_pci_key(gpu.facts["bus_id"]), gpu) for gpu in gpus)
     for finding in _xid_findings(events["xids"], severities):
         owner = by_device.get(finding["gpu"])
@@ -486,15 +718,23 @@ def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=N
     every = node_findings + [finding for gpu in gpus for finding in gpu.findings]
     verdict = verdict_of(every)
     counts = dict((severity, sum(1 for finding in every if finding["severity"] == severity)) for severity in SEVERITIES)
+    if len(every) > MAX_FINDINGS:
+        kept = _worst(every, MAX_FINDINGS)
+        node_findings = [finding for finding in node_findings if id(finding) in kept]
+        for gpu in gpus:
+            gpu.findings = [finding for finding in gpu.findings if id(finding) in kept]
+        reading.note("findings: %d, the %d worst returned" % (len(every), MAX_FINDINGS), partial=False)
     if state != "ok" and verdict != "unhealthy":
         verdict, reason = "unknown", "nvidia-smi could not report on the GPUs (%s): %s" % (state, message)
+    elif reading.partial and verdict != "unhealthy":
+        verdict, reason = "unknown", "not all of the commands' output was read: %s" % "; ".join(reading.partial)
     elif verdict == "healthy":
         reason = "%d GPU(s), no unhealthy or degraded finding" % len(gpus)
     else:
         reason = "%d unhealthy and %d degraded finding(s)" % (counts["unhealthy"], counts["degraded"])
     health = dict(verdict=verdict, reason=result_line(reason), state=state, counts=counts,
                   gpus=[dict(gpu.facts, findings=gpu.findings) for gpu in gpus], findings=node_findings,
-                  xid_count=events["xid_count"], pcie_fabric=fabric_summary)
+                  xid_count=events["xid_count"], pcie_fabric=fabric_summary, cut=reading.cut)
     health["summary"] = summary(health)
     return health
 
@@ -539,38 +779,66 @@ def summary(health):
     return result_line(said)
 
 
-def gather(nvidia_smi, dcgmi, run, read_kernel_log, options, read_fabric=pcie_fabric.read_fabric):
+def _said(out, err):
+    """What a command printed, as one line of a result: the start of its output and of its errors."""
+    return result_line(("%s %s" % (out[:LINE_CHARS].strip(), err[:LINE_CHARS].strip())).strip())
+
+
+def gather(nvidia_smi, dcgmi, run, read_kernel_log, options, read_fabric=pcie_fabric.read_fabric, deadline=None):
     """The node's health, from this host's commands.
 
     nvidia_smi, dcgmi: paths of the commands, None where missing; run(argv) -> (rc, stdout, stderr), bounded;
     read_kernel_log() -> (lines, source, problem); options: severity_overrides, kernel_log, dcgm_diag,
     dcgm_diag_level, pcie_fabric (read the PCIe fabric between the GPUs, through read_fabric() and, where nvidia-smi
-    lists more than one GPU, its P2P matrix; off when not given)."""
+    lists more than one GPU, its P2P matrix; off when not given); deadline: the module's Deadline, past which
+    nothing more is run or read and parsing stops (run and read_kernel_log are to take no longer than it leaves)."""
+    reading = Reading(deadline)
+
+    def late(source, what="not run"):
+        """Why source is not run (or read) once the deadline has passed, noted; else None."""
+        return reading.stop(source, what) if reading.deadline.passed() else None
+
+    def command(argv):
+        """run(argv), or past the deadline (-1, "", why); one that ran into it was killed there, its output cut."""
+        source = " ".join([argv[0].rsplit("/", 1)[-1]] + list(argv[1:]))
+        why = late(source)
+        if why:
+            return -1, "", why
+        answer = run(argv)
+        late(source, "cut short")
+        return answer
+
     if nvidia_smi is None:
         state, message, details, nvlink = "no_nvidia_smi", "nvidia-smi is not installed", "", ""
     else:
-        rc, details, err = run([nvidia_smi] + list(DETAILS_ARGV))
-        state, message = state_of(rc, details + err), (details + err).strip() if rc else ""
-        nvlink = run([nvidia_smi] + list(NVLINK_ARGV))[1] if state == "ok" else ""
+        rc, details, err = command([nvidia_smi] + list(DETAILS_ARGV))
+        details = reading.text(details, "nvidia-smi -q", DETAILS_CHARACTERS)
+        state, message = state_of(rc, details + err[:LINE_CHARS]), _said(details, err) if rc else ""
+    parsed = parse_details(details, reading) if state == "ok" else []
+    nvlink = command([nvidia_smi] + list(NVLINK_ARGV))[1] if state == "ok" else ""
     kernel = dict(read=options["kernel_log"], source=None, problem=None)
     lines = None
     if options["kernel_log"]:
-        lines, kernel["source"], kernel["problem"] = read_kernel_log()
+        kernel["problem"] = late("the kernel log", "not read")
+        if kernel["problem"] is None:
+            lines, kernel["source"], kernel["problem"] = read_kernel_log()
+            late("the kernel log", "cut short")
     dcgm = None
     if options["dcgm_diag"]:
         dcgm = dict(level=options["dcgm_diag_level"], rc=None, problem=None, results=[])
         if dcgmi is None:
             dcgm["problem"] = "dcgmi is not installed (NVIDIA DCGM): no diagnostic ran"
         else:
-            dcgm["rc"], out, err = run([dcgmi, "diag", "-r", str(options["dcgm_diag_level"])])
-            dcgm["results"] = parse_dcgm_diag(out)
+            dcgm["problem"] = late("dcgmi diag")
+        if dcgm["problem"] is None:
+            dcgm["rc"], out, err = command([dcgmi, "diag", "-r", str(options["dcgm_diag_level"])])
+            dcgm["results"] = parse_dcgm_diag(out, reading)
             if not dcgm["results"]:
-                dcgm["problem"] = result_line((out + err).strip() or "dcgmi diag printed no result")
+                dcgm["problem"] = _said(out, err) or "dcgmi diag printed no result"
     fabric = None
     if options.get("pcie_fabric"):
-        gpu_count = len(parse_details(details)) if state == "ok" else 0
-        fabric = pcie_fabric.observe(read_fabric, run, nvidia_smi if state == "ok" else None, gpu_count)
-    health = assess(state, result_line(message), details, nvlink, lines, dcgm and dcgm["results"],
-                    options["severity_overrides"], fabric)
+        fabric = pcie_fabric.observe(read_fabric, command, nvidia_smi if state == "ok" else None, len(parsed))
+    health = _assess(state, message, parsed, nvlink, lines, dcgm and dcgm["results"], options["severity_overrides"],
+                     fabric, reading)
     health.update(kernel_log=kernel, dcgm_diag=dcgm)
     return health

@@ -31,26 +31,30 @@ import time
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import result_line
 
-KMSG = re.compile(r"(?P<priority>\d+),(?P<sequence>\d+),(?P<usec>\d+),[^;]*;(?P<message>.*)")
+# A number the kernel writes (a pid, an Xid, a time, a size) has at most 20 digits, an unsigned 64-bit integer's: a
+# longer one is not the kernel's, and the pattern does not match (int() refuses strings of more than 4300 digits).
+KMSG = re.compile(r"(?P<priority>\d{1,20}),(?P<sequence>\d{1,20}),(?P<usec>\d{1,20}),[^;]*;(?P<message>.*)")
 # What syslog and the journal put before a kernel message: "<date> <host> kernel: " (the host may be left out),
 # journalctl -o short-monotonic's "[<seconds>] <host> kernel: ", or a bare "kernel: ".
 LOGGER_PREFIX = re.compile(
     r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.,+-]+)(?: [\w.-]+)? "
-    r"|\[\s*(?P<seconds>\d+\.\d+)\] [\w.-]+ )?kernel: ")
+    r"|\[\s*(?P<seconds>\d{1,20}\.\d{1,20})\] [\w.-]+ )?kernel: ")
 # printk's own time, in dmesg and syslog files, or dmesg --ctime's wall-clock time.
-PRINTK_TIME = re.compile(r"\[\s*(?P<seconds>\d+\.\d+)\] ?|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ")
+PRINTK_TIME = re.compile(r"\[\s*(?P<seconds>\d{1,20}\.\d{1,20})\] ?"
+                         r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ")
 XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)\): "
-    r"(?P<xid>\d+), (?P<detail>.*)")
+    r"(?P<xid>\d{1,20}), (?P<detail>.*)")
 # Drivers since 5xx name the process: "pid=1234, name=python3, ..." or "pid='<unknown>', name=<unknown>, ...".
-XID_PROCESS = re.compile(r"pid=(?P<pid>'[^']*'|\d+), (?:name=(?P<name>[^,]*), )?")
+XID_PROCESS = re.compile(r"pid=(?P<pid>'[^']*'|\d{1,20}), (?:name=(?P<name>[^,]*), )?")
 # "Out of memory: Killed process", "Memory cgroup out of memory: Killed process", and older kernels'
 # "Killed process N (comm), UID ..." after a "Kill process ... or sacrifice child" line. A comm can hold
 # parentheses ("(resolved)"), hence the lazy match up to ") " or "),".
 OOM_KILL = re.compile(
-    r"(?:(?P<cgroup>Memory cgroup out of memory: )|Out of memory: )?Killed process (?P<pid>\d+) "
+    r"(?:(?P<cgroup>Memory cgroup out of memory: )|Out of memory: )?Killed process (?P<pid>\d{1,20}) "
     r"\((?P<name>.*?)\)(?=[ ,]|$)")
-ANON_RSS = re.compile(r"anon-rss:(?P<kb>[\d,]+)kB")
+# 20 digits and the commas that group them.
+ANON_RSS = re.compile(r"anon-rss:(?P<kb>[\d,]{1,27})kB")
 
 # Bounds: an Xid storm logs thousands of lines; the first ones after a launch are the cause, what follows
 # is mostly their consequence ("Xid 45 ... caused by previous Xid").
@@ -58,6 +62,9 @@ MAX_EVENTS = 50
 KMSG_PATH = "/dev/kmsg"
 MAX_KMSG_RECORDS = 1 << 20
 READ_SECONDS = 10
+DMESG_SECONDS = 30
+# What is read of one record of /dev/kmsg, and parsed of any line: a kernel message is far shorter.
+LINE_CHARS = 16384
 
 # What the common Xids mean and what to do, after NVIDIA's Xid catalogue
 # (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html).
@@ -159,7 +166,7 @@ def kernel_events(lines, since=None, server_pids=(), server_names=()):
         return "process name" if name in names else None
 
     for line in lines:
-        seconds, message = split_line(line)
+        seconds, message = split_line(line[:LINE_CHARS])
         if since is not None and (seconds is None or seconds < since):
             continue
         xid = XID.match(message)
@@ -179,15 +186,15 @@ def kernel_events(lines, since=None, server_pids=(), server_names=()):
     return found
 
 
-def read_kmsg(path=KMSG_PATH, clock=time.monotonic):
+def read_kmsg(path=KMSG_PATH, clock=time.monotonic, seconds=READ_SECONDS):
     """The records in the kernel's ring buffer as lines, read without blocking from /dev/kmsg (which needs
-    CAP_SYSLOG, or kernel.dmesg_restrict=0). OSError when it cannot be read."""
+    CAP_SYSLOG, or kernel.dmesg_restrict=0) for at most seconds. OSError when it cannot be read."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    lines, deadline = [], clock() + READ_SECONDS
+    lines, deadline = [], clock() + seconds
     try:
         while len(lines) < MAX_KMSG_RECORDS and clock() < deadline:
             try:
-                record = os.read(descriptor, 16384)
+                record = os.read(descriptor, LINE_CHARS)
             except OSError as exc:
                 if exc.errno == errno.EPIPE:
                     continue  # records overwritten while reading: the next read gives the oldest left
@@ -203,23 +210,28 @@ def read_kmsg(path=KMSG_PATH, clock=time.monotonic):
     return lines
 
 
-def read_kernel_log(kmsg_path=KMSG_PATH, run=subprocess.run):
+def read_kernel_log(kmsg_path=KMSG_PATH, run=subprocess.run, seconds=None):
     """(lines, source, problem): the kernel log from /dev/kmsg, else from `dmesg`; problem says why neither
-    could be read (lines is then None)."""
+    could be read (lines is then None). seconds: the most the caller has left for it, if less than the bounds of
+    each (READ_SECONDS, DMESG_SECONDS)."""
     problems = []
+    kmsg_seconds, dmesg_seconds = READ_SECONDS, DMESG_SECONDS
+    if seconds is not None:
+        kmsg_seconds, dmesg_seconds = min(kmsg_seconds, seconds), min(dmesg_seconds, seconds)
     try:
-        return read_kmsg(kmsg_path), kmsg_path, None
+        return read_kmsg(kmsg_path, seconds=kmsg_seconds), kmsg_path, None
     except OSError as exc:
         problems.append("%s: %s" % (kmsg_path, exc.strerror or exc))
     try:
         # The cores run without an AnsibleModule (run_command), so that they can be tested and reused alone.
         # pylint: disable-next=ansible-bad-function
-        completed = run(["dmesg"], capture_output=True, text=True, errors="replace", timeout=30, check=False)
+        completed = run(["dmesg"], capture_output=True, text=True, errors="replace", timeout=dmesg_seconds,
+                        check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         problems.append("dmesg: %s" % (getattr(exc, "strerror", None) or exc))
     else:
         if completed.returncode == 0:
             return completed.stdout.splitlines(), "dmesg", None
-        problems.append("dmesg: %s" % (completed.stderr.strip() or "exit code %d" % completed.returncode))
+        problems.append("dmesg: %s" % (result_line(completed.stderr.strip()) or "exit code %d" % completed.returncode))
     return None, None, "kernel log not readable: %s (it needs root with CAP_SYSLOG, and /dev/kmsg in a " \
         "container)" % "; ".join(problems)

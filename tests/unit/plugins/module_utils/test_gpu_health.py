@@ -1,5 +1,9 @@
 """Tell a sick GPU from a healthy one: the gpu_health core on real outputs (tests/data/gpu_health, the H200's in
 tests/data/h200, the kernel lines of tests/data/kernel_log), false alarms included."""
+import json
+import re
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -355,3 +359,294 @@ def test_an_unknown_override_is_named_as_the_caller_names_the_setting():
     with pytest.raises(InvalidOption) as raised:
         core.check_options({"pcie_lanes": "info"}, 1, False, option="preflight_gpu_health_severity_overrides")
     assert str(raised.value).startswith("preflight_gpu_health_severity_overrides: 'pcie_lanes' is no finding id")
+
+
+# Broken or hostile outputs (a program of the name first on the PATH prints what it likes): each parser runs in linear
+# time on lines built to make a backtracking pattern run for hours, the result is bounded and clean, and it says what
+# was cut.
+MIB = 1 << 20
+QUICK_S = 2
+RESULT_CONTROL = re.compile(u"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+NVLINK_GPU_LINE = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5261e3df-82f6-67b4-9953-4e63527e0e9d)"
+
+
+def quickly(function, *args, **kwargs):
+    start = time.monotonic()
+    result = function(*args, **kwargs)
+    took = time.monotonic() - start
+    assert took < QUICK_S, "took %.1f s" % took
+    return result
+
+
+def one_mib(prefix, unit, suffix=""):
+    """A line of nearly 1 MiB (its output stays under the bound of 1 MiB of dcgmi diag): prefix, unit repeated,
+    suffix."""
+    return prefix + unit * ((MIB - 1024 - len(prefix) - len(suffix)) // len(unit)) + suffix
+
+
+def texts(value):
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in texts(key) + texts(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in texts(item)]
+    return [value] if isinstance(value, str) else []
+
+
+def bounded(health, size=MIB):
+    """health, once checked to be smaller than size as JSON and to hold no control character in any text."""
+    assert len(json.dumps(health)) < size
+    assert [text for text in texts(health) if RESULT_CONTROL.search(text)] == []
+    return health
+
+
+@pytest.mark.parametrize("row", [
+    # One cell of spaces not closed, within the first 4 KiB that are read of a line: the old pattern's three
+    # quantifiers over the spaces backtracked cubically (2,000 characters took 8 s, 5,000 took 140 s).
+    one_mib("|" + " " * 4000 + "x", " "),
+    one_mib("| ", "a ", "|"),
+    one_mib("|", " |"),
+    one_mib("| test |", " ", "Pass"),
+    one_mib("| test | Pass", " -"),
+])
+def test_a_1_mib_dcgm_row_is_read_in_linear_time_and_cut(row):
+    reading = core.Reading()
+    results = quickly(core.parse_dcgm_diag, row + "\n| PCIe | Fail - All |\n", reading)
+    assert results[-1] == dict(test="PCIe", result="Fail", detail="All")
+    assert all(len(value) < 2100 for result in results for value in result.values())
+    assert reading.cut == ["dcgmi diag: 1 line(s) longer than 4096 characters, each cut to that"]
+
+
+def test_a_flood_of_dcgm_rows_and_of_a_warnings_lines_is_bounded_and_said():
+    reading = core.Reading()
+    flood = "| Memory | Fail - All |\n| Warning | first |\n" + "|  | more |\n" * 9000 + "| PCIe | Warn |\n" * 9000
+    results = quickly(core.parse_dcgm_diag, flood, reading)
+    assert len(results) == core.DCGM_ROWS and len(results[0]["warning"]) < 2100
+    # 10,000 lines: the Fail row, its warning of 9,001 lines, then 998 Warn rows.
+    assert reading.cut == ["dcgmi diag: more than 10000 lines, the first 10000 read",
+                           "dcgmi diag: 999 rows, the first 64 read"]
+    health = bounded(assess(text("h200/gpu_health_q.txt"), dcgm_results=results))
+    assert (health["verdict"], health["counts"]["degraded"]) == ("unhealthy", 63)
+
+
+def test_a_warning_of_a_row_past_the_64th_is_no_other_rows():
+    rows = core.parse_dcgm_diag("| PCIe | Fail |\n| Warning | its own |\n" * 70)
+    assert [row["warning"] for row in rows] == ["its own"] * 64
+    rows = core.parse_dcgm_diag("| PCIe | Warn |\n" * 64 + "| PCIe | Fail |\n| Warning | not the 64th's |\n")
+    assert "warning" not in rows[-1]
+
+
+@pytest.mark.parametrize("line", [
+    # Many "Errors" without a colon, then no number: the old pattern tried each as the name's, quadratically
+    # (64 KiB took 6 s, 128 KiB 30 s).
+    one_mib("\t Link 0: ", "Errors ", ": x"),
+    one_mib("\t Link 0: ", "Errors: "),
+    one_mib("\t Link 0: Replay Errors: ", "9"),
+    one_mib("GPU 1: ", "(UUID: GPU-"),
+    one_mib("GPU 1: (UUID: GPU-", "a"),
+])
+def test_a_1_mib_nvlink_line_is_read_in_linear_time_and_cut(line):
+    reading = core.Reading()
+    found = quickly(core.parse_nvlink_errors, "\n".join([NVLINK_GPU_LINE, line, "\t Link 3: Replay Errors: 7"]),
+                    reading)
+    assert found == {"GPU-5261e3df-82f6-67b4-9953-4e63527e0e9d": ["GPU 0 Link 3: Replay Errors: 7"]}
+    assert reading.cut == ["nvidia-smi nvlink -e: 1 line(s) longer than 4096 characters, each cut to that"]
+
+
+def test_1_mib_of_nvlink_lines_built_to_backtrack_is_read_in_linear_time():
+    # Each line just short of the 4 KiB read of a line: the old pattern took each "Errors" for the name's
+    # (4 KiB lines: 25 ms each).
+    lines = ["\t Link 0: " + "Errors " * 580 + ": x"] * 256
+    reading = core.Reading()
+    found = quickly(core.parse_nvlink_errors, "\n".join([NVLINK_GPU_LINE] + lines + ["\t Link 3: CRC Errors: 7"]),
+                    reading)
+    assert (found, reading.cut) == ({"GPU-5261e3df-82f6-67b4-9953-4e63527e0e9d": ["GPU 0 Link 3: CRC Errors: 7"]}, [])
+
+
+def test_numbers_of_more_than_20_digits_are_no_numbers_and_raise_nothing():
+    huge = "9" * 4400  # int() refuses more than 4300 digits
+    found = core.parse_nvlink_errors("\n".join([
+        NVLINK_GPU_LINE, "\t Link %s: Replay Errors: 5" % huge, "\t Link 1: Replay Errors: %s" % huge,
+        "\t Link 2: CRC Errors: 18446744073709551615", "GPU %s: NVIDIA H100 (UUID: GPU-d9eeee97)" % huge,
+        "\t Link 3: CRC Errors: 1"]))
+    assert found == {"GPU-5261e3df-82f6-67b4-9953-4e63527e0e9d": [
+        "GPU 0 Link 2: CRC Errors: 18446744073709551615", "GPU 0 Link 3: CRC Errors: 1"]}
+    details = h200_with("Replays Since Reset                            : 1",
+                        "Replays Since Reset                            : " + huge).replace(
+        "GPU Current Temp                               : 36 C", "GPU Current Temp : %s.%s C" % (huge, huge))
+    health = assess(details, kernel_lines=["NVRM: Xid (PCI:0000:00:06): %s, pid=%s, name=x, y" % (huge, huge)])
+    assert (health["verdict"], findings(health), health["xid_count"]) == ("healthy", [], 0)
+    assert (health["gpus"][0]["temperature_c"], health["gpus"][0]["pcie_gen_max"]) == (None, 5)
+
+
+def field_flood():
+    """8 sections of 4,000-character names, nested, then 200,000 short fields below them: 6 MB, on which building
+    each field's printed label took 3 GB."""
+    sections = "".join("  " * depth + "S" * 4000 + "%d\n" % depth for depth in range(8))
+    return "GPU 00000000:00:06.0\n" + sections + "".join("  " * 8 + "Field %06d : 1\n" % n for n in range(200000))
+
+
+FLOOD_CUT = ["nvidia-smi -q: 6.3 MiB of output, cut to its first 4.0 MiB",
+             "nvidia-smi -q: more than 65536 lines, the first 65536 read",
+             "nvidia-smi -q: 63479 field(s) past the first 2048 of a GPU, not read"]
+
+
+def test_a_flood_of_fields_below_long_sections_is_read_in_linear_time_and_cut():
+    health = bounded(quickly(assess, field_flood()))
+    assert (health["verdict"], len(health["gpus"]), health["cut"]) == ("unknown", 1, FLOOD_CUT)
+    assert health["reason"] == "not all of the commands' output was read: " + "; ".join(FLOOD_CUT)
+
+
+def test_a_flood_of_fields_below_long_sections_is_read_in_bounded_memory():
+    flood = field_flood()
+    tracemalloc.start()
+    try:
+        assess(flood)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * MIB, "peak %.0f MiB" % (peak / MIB)
+
+
+def test_sections_nested_too_deep_are_not_read():
+    nested = "".join("    " * (depth + 1) + "Section %d\n" % depth for depth in range(12))
+    reading = core.Reading()
+    (gpu,) = core.parse_details("GPU 00000000:00:06.0\n" + nested + "    " * 13 + "Pending : Yes\n"
+                                "    Persistence Mode : Enabled\n", reading)
+    assert gpu["fields"] == {("persistence mode",): "Enabled"}
+    assert reading.cut == ["nvidia-smi -q: 5 line(s) in sections nested more than 8 deep, not read"]
+
+
+def many_gpus(count):
+    return "".join("GPU 00000000:%02X:%02X.0\n    Product Name : NVIDIA H200\n    GPU UUID : GPU-%08x\n"
+                   "    Persistence Mode : Disabled\n" % (n // 256 % 256, n % 32, n) for n in range(count))
+
+
+def test_10000_gpus_are_bounded_to_the_first_256_and_said():
+    nvlink = "".join("GPU %d: NVIDIA H200 (UUID: GPU-%08x)\n\t Link 0: Replay Errors: 1\n" % (n, n)
+                     for n in range(10000))
+    health = bounded(quickly(assess, many_gpus(10000), nvlink=nvlink))
+    assert (len(health["gpus"]), health["verdict"], health["counts"]) == (
+        256, "unknown", {"unhealthy": 0, "degraded": 256, "info": 256})
+    assert health["cut"] == ["nvidia-smi -q: 10000 GPUs listed, the first 256 assessed",
+                             "nvidia-smi nvlink -e: 10000 GPUs listed, the first 256 read"]
+
+
+def test_past_max_findings_the_worst_are_returned_and_all_counted(monkeypatch):
+    monkeypatch.setattr(core, "MAX_FINDINGS", 2)
+    details = two_h200s_with_the_second_ones(*REMAP_FAILED).replace(
+        "Current                                : 16x", "Current                                : 8x", 1).replace(
+        "Persistence Mode                                   : Enabled",
+        "Persistence Mode                                   : Disabled")
+    health = assess(details)
+    assert (health["verdict"], health["counts"], findings(health)) == (
+        "unhealthy", {"unhealthy": 1, "degraded": 1, "info": 2},
+        [("pcie_width_degraded", "degraded"), ("row_remap_failure", "unhealthy")])
+    assert health["cut"] == ["findings: 4, the 2 worst returned"]
+
+
+def test_terminal_escapes_and_control_characters_from_outside_reach_no_result():
+    escaped = {"NVIDIA H200": "NVIDIA \x1b[31mH200\x1b[0m", "GPU-2dc4fe22": "GPU-5261e3df",
+               "Persistence Mode                                   : Enabled":
+               "Persistence Mode                                   : Enabled\x1b[8m",
+               "State                                          : N/A":
+               "State                                          : Completed\x9b2J",
+               "Status                                         : N/A": "Status                 : Fail\x07ed",
+               "            DRAM Uncorrectable                         : 0":
+               "            DRAM Uncorrectable                         : 2\x1b[0m\x08"}
+    details = text("h200/gpu_health_q.txt")
+    for old, new in escaped.items():
+        assert old in details
+        details = details.replace(old, new, 1)
+    nvlink = "GPU 0: H200 (UUID: GPU-5261e3df-818c-fccb-029b-e0ea6bc3098c)\n\t Link 0: Replay\x1b[5m Errors: 3\n"
+    dcgm = core.parse_dcgm_diag("| Memory\x1b[2J | Fail - \x1b]52;c;cm0gLXJmIC8K\x07All |\n"
+                                "| Warning | row \x1b[6n remap |\n|  | fail\x00ed |\n")
+    kernel = ["[9.0] NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=py\x1b[0m, \x1b[1;1Hfallen off the bus"]
+    health = bounded(assess(details, nvlink=nvlink, kernel_lines=kernel, dcgm_results=dcgm))
+    gpu = health["gpus"][0]
+    assert (gpu["name"], gpu["persistence_mode"], gpu["fabric_state"], gpu["fabric_status"]) == (
+        "NVIDIA H200", "Enabled", "Completed", "Failed")
+    # A UUID is matched to nvidia-smi nvlink -e's as printed, which holds none of them.
+    (alone,) = bounded(assess("GPU 00000000:00:06.0\n    GPU UUID : GPU-\x1b]0;owned\x07\r2dc4fe22\n"))["gpus"]
+    assert alone["uuid"] == "GPU-2dc4fe22"
+    assert dcgm == [dict(test="Memory", result="Fail", detail="All", warning="row  remap failed")]
+    assert sorted(finding["id"] for finding in gpu["findings"] + health["findings"]) == [
+        "dcgm_diag_failed", "ecc_uncorrectable", "nvlink_errors", "pcie_replays", "xid_79"]
+
+
+class Clock(object):
+    """A clock one second later at each look."""
+
+    def __init__(self):
+        self.now = 0
+
+    def __call__(self):
+        self.now += 1
+        return self.now
+
+
+def test_a_deadline_that_passes_while_parsing_stops_it_and_what_is_left_and_says_so(recorder):
+    run, calls = recorder({("-q",): (0, text("h200/nvidia-smi-q.txt"), "")})
+
+    def read_kernel_log():
+        raise AssertionError("the kernel log was read past the deadline")
+
+    # Taken at 1, the deadline is 5: the clock is looked at before nvidia-smi -q runs (2) and after (3), then as its
+    # parsing starts (4) and 256 lines on (5), where it stops.
+    health = core.gather("/usr/bin/nvidia-smi", "/usr/bin/dcgmi", run, read_kernel_log,
+                         dict(OPTIONS, dcgm_diag=True), deadline=core.Deadline(4, clock=Clock()))
+    assert calls == [["/usr/bin/nvidia-smi", "-q"]]
+    assert health["cut"] == [
+        "nvidia-smi -q: parsing stopped after 256 lines: the deadline (timeout 4 s) had passed",
+        "nvidia-smi nvlink -e: not run: the deadline (timeout 4 s) had passed",
+        "the kernel log: not read: the deadline (timeout 4 s) had passed",
+        "dcgmi diag: not run: the deadline (timeout 4 s) had passed"]
+    assert (health["verdict"], len(health["gpus"]), health["kernel_log"]["problem"], health["dcgm_diag"]) == (
+        "unknown", 1, health["cut"][2], dict(level=1, rc=None, problem=health["cut"][3], results=[]))
+    assert health["reason"].startswith("not all of the commands' output was read: nvidia-smi -q: parsing stopped ")
+
+
+def test_past_the_deadline_the_pcie_fabrics_commands_are_not_run(recorder):
+    run, calls = recorder({("-q",): (0, text("h200/nvidia-smi-q.txt"), "")})
+    fabric = dict(gpus=[], bridges={}, problem=None, iommu=dict(groups=0, cmdline=[]))
+    # Taken at 1, the deadline is 6: the clock is looked at before and after nvidia-smi -q runs (2, 3) and twice in
+    # its 506 lines (4, 5); past it come nvidia-smi nvlink -e and the fabric's commands for the 2 GPUs.
+    health = core.gather("/usr/bin/nvidia-smi", None, run, None, dict(OPTIONS, kernel_log=False, pcie_fabric=True),
+                         read_fabric=lambda: dict(fabric), deadline=core.Deadline(5, clock=Clock()))
+    assert (calls, len(health["gpus"])) == ([["/usr/bin/nvidia-smi", "-q"]], 2)
+    assert health["cut"] == ["%s: not run: the deadline (timeout 5 s) had passed" % command for command in (
+        "nvidia-smi nvlink -e", "nvidia-smi topo -p2p r", "nvidia-smi topo -p2p w", "nvidia-smi topo -m")]
+
+
+def test_a_command_that_ran_into_the_deadline_is_said_to_be_cut_short(recorder):
+    run, calls = recorder({("-q",): (0, text("h200/nvidia-smi-q.txt"), ""), ("nvlink", "-e"): (-9, "", "")})
+    # Taken at 1, the deadline is 8: the clock is looked at before and after nvidia-smi -q (2, 4; it takes 1 s) and
+    # twice in its 506 lines (5, 6); nvidia-smi nvlink -e starts at 7 and ends past the deadline, killed there.
+    clock = Clock()
+
+    def slow(argv):
+        clock.now += 1
+        return run(argv)
+    health = core.gather("/usr/bin/nvidia-smi", None, slow, None, dict(OPTIONS, kernel_log=False),
+                         deadline=core.Deadline(7, clock=clock))
+    assert (len(calls), health["verdict"], health["cut"]) == (
+        2, "unknown", ["nvidia-smi nvlink -e: cut short: the deadline (timeout 7 s) had passed"])
+
+
+def test_a_kernel_log_read_into_the_deadline_is_said_to_be_cut_short(recorder):
+    run, _calls = recorder({("-q",): (0, text("h200/gpu_health_q.txt"), ""), ("nvlink", "-e"): (0, "", "")})
+    clock = Clock()
+
+    def read_kernel_log():
+        clock.now += 100
+        return text("h200/gpu_health_kernel.txt").splitlines(), "/dev/kmsg", None
+    health = core.gather("/usr/bin/nvidia-smi", None, run, read_kernel_log, OPTIONS,
+                         deadline=core.Deadline(50, clock=clock))
+    assert (health["verdict"], health["cut"]) == ("unknown", [
+        "the kernel log: cut short: the deadline (timeout 50 s) had passed",
+        "the kernel log: parsing stopped after 0 lines: the deadline (timeout 50 s) had passed"])
+
+
+def test_without_a_deadline_nothing_stops():
+    deadline = core.Deadline()
+    assert (deadline.left(), deadline.passed()) == (None, False)
+    assert assess(text("h200/nvidia-smi-q.txt"))["cut"] == []

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,81 @@ def test_the_kernel_log_is_read_from_dev_kmsg_by_default(monkeypatch):
     with pytest.raises(OSError):
         core.read_kmsg()
     assert opened == ["/dev/kmsg", "/dev/kmsg"]
+
+
+HUGE = "9" * 4400  # int() refuses strings of more than 4300 digits
+
+
+@pytest.mark.parametrize("line, xids, kills", [
+    ("NVRM: Xid (PCI:0000:01:00): %s, pid=1, name=x, y" % HUGE, 0, 0),
+    ("%s,1,%s,-;Killed process %s (python3), anon-rss:%skB" % (HUGE, HUGE, HUGE, HUGE), 0, 0),
+    ("[%s.%s] NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=x, y" % (HUGE, HUGE), 0, 0),
+    ("[5.0] NVRM: Xid (PCI:0000:01:00): 79, pid=%s, name=x, y" % HUGE, 1, 0),
+    ("Out of memory: Killed process 7 (python3) total-vm:1kB, anon-rss:%skB" % HUGE, 0, 1),
+])
+def test_a_number_of_more_than_20_digits_is_no_number_and_raises_nothing(line, xids, kills):
+    found = core.kernel_events([line])
+    assert (len(found["xids"]), len(found["oom_kills"])) == (xids, kills)
+    for event in found["xids"]:
+        assert (event["time"], event["pid"], event["detail"][:4]) == (5.0, None, "pid=")
+    for event in found["oom_kills"]:
+        assert (event["pid"], event["anon_rss_kb"]) == (7, None)
+
+
+def test_the_largest_numbers_the_kernel_writes_are_read():
+    found = core.kernel_events(["6,1,18446744073709551615,-;Out of memory: Killed process 4194304 (python3) "
+                                "anon-rss:18,446,744,073,709,551,615kB"])
+    (event,) = found["oom_kills"]
+    assert (event["time"], event["pid"], event["anon_rss_kb"]) == (
+        18446744073709.551615, 4194304, 18446744073709551615)
+
+
+@pytest.mark.parametrize("line", [
+    "1,1," + "1" * (1 << 20),
+    "2024-01-01T" + "1" * (1 << 20),
+    "Jan  1 00:00:00 " + "a" * (1 << 20),
+    "[" + " " * (1 << 20),
+    "[ 1." + "1" * (1 << 20),
+    "NVRM: Xid (PCI:0000:00:00): 79, pid=1, name=" + "a" * (1 << 20),
+    "Killed process 1 (" + "a)" * (1 << 19),
+    "Killed process 1 (a) anon-rss:" + "1," * (1 << 19),
+])
+def test_a_1_mib_line_is_read_in_linear_time_and_cut(line):
+    start = time.monotonic()
+    found = core.kernel_events([line] * 20)
+    assert time.monotonic() - start < 2
+    assert all(len(event["line"]) < 2100 for event in found["xids"] + found["oom_kills"])
+
+
+def test_a_line_is_parsed_up_to_its_first_16_kib_only():
+    # A comm whose closing parenthesis lies past them ends no kill.
+    found = core.kernel_events(["Out of memory: Killed process 7 (" + "a" * (16 << 10) + ") total-vm:1kB",
+                                "NVRM: Xid (PCI:0000:01:00): 79, " + "x" * (1 << 20)])
+    assert (found["oom_kill_count"], found["xid_count"]) == (0, 1)
+    assert found["xids"][0]["detail"].endswith(" [... %d bytes cut]" % (core.LINE_CHARS - 2048 - 32))
+
+
+def test_the_kernel_log_takes_no_longer_than_the_caller_has_left(monkeypatch, tmp_path):
+    kmsg, dmesg = [], []
+
+    def read_kmsg(path, seconds):
+        kmsg.append(seconds)
+        raise OSError(errno.EACCES, "Permission denied")
+
+    def run(argv, **kwargs):
+        dmesg.append(kwargs["timeout"])
+        return subprocess.CompletedProcess(argv, 1, "", "\x1b[31mdmesg: denied\x1b[0m\n")
+
+    monkeypatch.setattr(core, "read_kmsg", read_kmsg)
+    assert core.read_kernel_log(run=run, seconds=5)[2] == (
+        "kernel log not readable: /dev/kmsg: Permission denied; dmesg: dmesg: denied (it needs root with CAP_SYSLOG, "
+        "and /dev/kmsg in a container)")
+    core.read_kernel_log(run=run, seconds=20)
+    core.read_kernel_log(run=run)
+    assert (kmsg, dmesg) == ([5, 10, 10], [5, 20, 30])
+
+
+def test_kmsg_reading_is_bounded_in_the_time_given(monkeypatch, tmp_path):
+    path = fake_kmsg(monkeypatch, tmp_path, itertools.repeat(b"6,1,100,-;again\n"))
+    # Taken at 0, a deadline of 2 s: a read at 1, none at 2.
+    assert core.read_kmsg(path, clock=itertools.count().__next__, seconds=2) == ["6,1,100,-;again"]

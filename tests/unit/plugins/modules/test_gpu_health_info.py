@@ -7,6 +7,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import gpu_health as core
 from ansible_collections.blackwell.gpu_node.plugins.modules import gpu_health_info as module
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -34,7 +35,7 @@ def h200(monkeypatch):
     monkeypatch.setattr(module, "run_bounded", run_bounded)
     monkeypatch.setattr(module.AnsibleModule, "get_bin_path",
                         lambda self, name, *args, **kwargs: "/usr/bin/" + name if name == "nvidia-smi" else None)
-    monkeypatch.setattr(module, "read_kernel_log", lambda: (
+    monkeypatch.setattr(module, "read_kernel_log", lambda seconds: (
         (DATA / "h200" / "gpu_health_kernel.txt").read_text().splitlines(), "/dev/kmsg", None))
     # No sysfs tree was recorded on the H200: its one GPU, read from sysfs as a tree without it.
     monkeypatch.setattr(module, "read_fabric", lambda: dict(gpus=[], bridges={}, problem=None,
@@ -46,7 +47,9 @@ def test_the_h200_is_healthy_and_nothing_changed_even_in_check_mode(h200, capsys
     result = result_of({"_ansible_check_mode": True, "timeout": 30}, capsys, monkeypatch)
     assert (result["changed"], result["verdict"], result["counts"]) == (
         False, "healthy", {"unhealthy": 0, "degraded": 0, "info": 1})
-    assert h200 == [(["/usr/bin/nvidia-smi", "-q"], 30), (["/usr/bin/nvidia-smi", "nvlink", "-e"], 30)]
+    # Each command gets what is left of the module's timeout.
+    assert [argv for argv, _timeout in h200] == [["/usr/bin/nvidia-smi", "-q"], ["/usr/bin/nvidia-smi", "nvlink", "-e"]]
+    assert all(25 < timeout <= 30 for _argv, timeout in h200)
     assert result["kernel_log"] == {"read": True, "source": "/dev/kmsg", "problem": None}
     assert result["summary"] == "healthy: 1 GPU(s), no unhealthy or degraded finding"
     # One GPU: no P2P matrix asked of nvidia-smi, no fabric finding.
@@ -92,3 +95,25 @@ def test_an_unknown_override_fails_naming_the_option(capsys, monkeypatch):
 def test_a_long_dcgm_level_needs_its_allowance(capsys, monkeypatch):
     result = result_of({"dcgm_diag": True, "dcgm_diag_level": 2}, capsys, monkeypatch)
     assert result["failed"] and "dcgm_diag_allow_long" in result["msg"]
+
+
+def test_the_timeout_bounds_the_whole_module_each_command_getting_what_is_left(h200, capsys, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(module, "Deadline", lambda seconds: core.Deadline(seconds, clock=lambda: now[0]))
+    answer = module.run_bounded
+
+    def run_bounded(argv, timeout):
+        now[0] += 100  # each command takes 100 s
+        return answer(argv, timeout)
+    monkeypatch.setattr(module, "run_bounded", run_bounded)
+    result = result_of({"timeout": 150}, capsys, monkeypatch)
+    assert h200 == [(["/usr/bin/nvidia-smi", "-q"], 150), (["/usr/bin/nvidia-smi", "nvlink", "-e"], 50)]
+    assert result["cut"] == ["nvidia-smi nvlink -e: cut short: the deadline (timeout 150 s) had passed",
+                             "the kernel log: not read: the deadline (timeout 150 s) had passed"]
+    assert (result["verdict"], result["kernel_log"]["problem"]) == ("unknown", result["cut"][1])
+
+
+@pytest.mark.parametrize("timeout", [0, -5])
+def test_a_timeout_of_no_seconds_is_refused(capsys, monkeypatch, timeout):
+    result = result_of({"timeout": timeout}, capsys, monkeypatch)
+    assert result["failed"] and result["msg"].startswith("timeout=%d: " % timeout)
