@@ -23,6 +23,9 @@ ML_STACK = """
     - role: blackwell.gpu_node.ml_stack
       vars:
         ml_stack_venv_path: {venv}
+        # The service user the role's dependency keeps is the tree's owner, an existing account: the role is
+        # judged on the virtualenv alone, whatever accounts the machine has.
+        service_user_name: {owner}
         ml_stack_venv_owner: {owner}
         ml_stack_python: /usr/bin/python3
         ml_stack_system_packages: []
