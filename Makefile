@@ -42,7 +42,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # read-only mount, where nothing imported could be written back.
 
 .PHONY: help test core-venvs toolchain lint sanity units node-python integration hostile installed molecule demo engine build lock clean bench-wait docs ee \
-	bench-site bench-upgrade bench-installer bench-diagnoses ml-stack-real device-evidence mutation
+	bench-site bench-upgrade bench-installer bench-diagnoses bench-parsers ml-stack-real device-evidence mutation
 
 help:
 	@echo "make test   lint, sanity, unit tests and every molecule scenario (what CI runs)"
@@ -57,6 +57,7 @@ help:
 	@echo "make bench-upgrade  one node's time out of service in an upgrade, task by task, against a reinstall in place"
 	@echo "make bench-installer  pip against uv building the real cu128 stack from PyPI and from a wheelhouse (GBs, minutes)"
 	@echo "make bench-diagnoses  failed start-ups diagnosed by the catalogue or only generically, tuned and held-out logs apart"
+	@echo "make bench-parsers  the parsers of outside text on a hostile MiB, beside the patterns they replaced"
 	@echo "make mutation  mutation testing of plugins/module_utils and plugins/filter, a score per file (slow; FILES=... JOBS=... DEADLINE=...)"
 	@echo "make device-evidence  check that tests/data/h200 was recorded on the roles and plugins of this tree"
 	@echo "make lock   re-resolve requirements/tools.in and core-*.in into their .txt pins"
@@ -269,6 +270,9 @@ bench-installer: toolchain
 
 bench-diagnoses: toolchain
 	python bench/diagnosis_rate.py
+
+bench-parsers: toolchain
+	python bench/parsers.py
 
 # Mutation testing (mutmut's mutants) of the cores against the unit tests, over JOBS workers each on its own staged
 # copy: a report per file in tests/output/mutation, and the score of each file tested in full in
