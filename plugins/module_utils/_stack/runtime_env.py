@@ -297,8 +297,8 @@ def build_environment(
 
     ``gpu`` is gpu_facts' ``ansible_facts.gpu``, which ``nccl_profile`` ``auto`` chooses from.
 
-    ``venv_path`` is not part of the environment; when given it is checked here because the role
-    writes it into a comment of the rendered module.
+    ``venv_path`` is part neither of the environment nor of the rendered text; when given it is checked here, so
+    that one run reports its problems with the other inputs'.
 
     ``flashinfer_disable_version_check`` off means the variable is left out:
     flashinfer disables its check for ANY non-empty value, "0" included.

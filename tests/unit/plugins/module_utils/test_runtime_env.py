@@ -282,7 +282,7 @@ def test_the_virtualenv_path_must_be_absolute():
 
 
 def test_the_virtualenv_path_may_not_hold_a_control_character():
-    # It is written into a comment of the rendered Python module: a newline there would start a statement.
+    # It reaches the module's argv and its messages; the rendered text does not name it.
     path = "/opt/ml-env\nimport os"
     assert problems(venv_path=path) == [control_character_problem(path, "runtime_env_venv_path")]
 
@@ -408,7 +408,7 @@ def test_a_changed_environment_is_not_converged(environment):
 
 
 def test_a_changed_module_text_alone_is_not_converged():
-    # ansible_managed, the venv path in its comment, FORCE: inputs that only the rendered text shows.
+    # ansible_managed, FORCE: inputs that only the rendered text shows.
     assert unconverged_reasons(converged_observation(), ENVIRONMENT, dict(FILES, **{MODULE_FILE: "FORCE = 1\n"}))
 
 
