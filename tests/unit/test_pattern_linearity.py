@@ -43,10 +43,11 @@ FIRST_SIZE, LINEAR_UNTIL, LAST_SIZE, GROWTH_STEP = 4, 48, 4096, 1.5
 MEASURABLE_S = 0.2
 MAX_EXPONENT = 1.5
 # A quadratic pattern with a long pump (a word repeated) is still quick at LAST_SIZE: past it the time is compared
-# once more with that of FINAL_GROWTH times the input, the best of two runs each, where it shows once above
-# FINAL_MEASURABLE_S: linear is FINAL_GROWTH times slower, quadratic its square.
+# once more with that of FINAL_GROWTH times the input, the best of three runs each, where it takes more than
+# FINAL_MEASURABLE_S (no linear pattern of the collection takes a tenth of it): linear is FINAL_GROWTH times slower,
+# quadratic its square.
 FINAL_GROWTH = 4
-FINAL_MEASURABLE_S = 0.002
+FINAL_MEASURABLE_S = 0.02
 # Python's re cannot be interrupted: a pattern's whole check runs in a child, killed after this long.
 PATTERN_DEADLINE_S = 60
 SCANNING = frozenset(("search", "sub", "subn", "findall", "finditer", "split"))
@@ -296,18 +297,19 @@ def _growth(pattern, method, prefix, pump, suffix):
         if took >= MEASURABLE_S:
             earlier = [(length, seconds) for length, seconds in times if length * 4 <= len(text)]
             length, seconds = earlier[-1] if earlier else times[0]
-            if seconds * 16 > took:  # at most quadratic: time again, the best of three, against the load's noise
-                shorter = prefix + pump * max(1, (length - len(prefix) - len(suffix)) // len(pump)) + suffix
-                seconds = min(_run(pattern, method, shorter) for _ in range(3))
-                took = min(_run(pattern, method, text) for _ in range(3))
+            # Once more, the best of three each: a pause of the process (another job on the machine) lengthens one
+            # run, never all three.
+            shorter = prefix + pump * max(1, (length - len(prefix) - len(suffix)) // len(pump)) + suffix
+            seconds = _best(pattern, method, shorter, 3)
+            took = _best(pattern, method, text, 3)
             exponent = math.log(took / max(seconds, 1e-7)) / math.log(len(text) / float(length))
             return len(text), took, exponent
     small = _attack_text(prefix, pump, suffix, LAST_SIZE)
     large = _attack_text(prefix, pump, suffix, LAST_SIZE * FINAL_GROWTH)
-    took = _best(pattern, method, large)
+    took = _best(pattern, method, large, 3)
     if took < FINAL_MEASURABLE_S:
         return None
-    seconds = _best(pattern, method, small)
+    seconds = _best(pattern, method, small, 3)
     return len(large), took, math.log(took / max(seconds, 1e-7)) / math.log(len(large) / float(len(small)))
 
 
