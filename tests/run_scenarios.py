@@ -52,8 +52,8 @@ SECONDS = {
     "sglang_failure": 33,
     "sglang_multinode": 50,
     "sglang_systemd": 92,
-    "upgrade": 585,
-    "upgrade_fleet": 458,
+    "upgrade": 615,
+    "upgrade_fleet": 520,
 }
 DEFAULT_SECONDS = 300
 # What a job of another core takes beside its scenario's converge and idempotence: the unit tests and the syntax

@@ -1,9 +1,11 @@
-"""gpu_health_info with an nvidia-smi and a dcgmi that print what no driver prints: DCGM rows and NVLink counter lines
-built to make a backtracking pattern run for hours, a flood of fields below long sections, 10,000 GPUs, numbers of
-4,400 digits, terminal sequences and control characters in every value, a command that hangs. The stand-ins are
-root's (a replaced or broken tool, not the user's code), planted first on the module's PATH, where get_bin_path finds
-them. The module returns within the suite's bounds and its own timeout, says what it cut, and no text of its result
-shows a control character (the harness checks every run's result for that)."""
+"""gpu_health_info with an nvidia-smi and a dcgmi that print what no driver prints: DCGM rows and NVLink counter and
+state lines built to make a backtracking pattern run for hours, a flood of fields below long sections, 10,000 GPUs,
+numbers of 4,400 digits, terminal sequences and control characters in every value, a command that hangs. The
+stand-ins are root's (a replaced or broken tool, not the user's code), planted first on the module's PATH, where
+get_bin_path finds them. The module returns within the suite's bounds and its own timeout, says what it cut, and no
+text of its result shows a control character (the harness checks every run's result for that). And saved evidence in
+a directory the user fills: links, a FIFO, a sparse file, a gzip bomb."""
+import zlib
 from pathlib import Path
 
 import hostile_harness
@@ -66,6 +68,21 @@ def nvlink():
     return ""
 
 
+def nvlink_status():
+    if MODE == "hang":
+        time.sleep(600)
+    if MODE == "nvlink":
+        # Lines of 1 MiB of link numbers and of inactive states never closed, then one inactive link.
+        return (NVLINK_GPU + ("\t Link " + "1" * MIB + ": x\n") + ("\t Link 0: " + "<inactive " * (MIB // 10) + "\n")
+                + ("\t Link 0: " + "9" * 4000 + " GB/s\n") * 256 + "\t Link 3: <inactive>\n")
+    if MODE == "gpus":
+        return "".join("GPU %d: H200 (UUID: GPU-%08x)\n\t Link 0: <inactive>\n" % (n, n) for n in range(10000))
+    if MODE == "escapes":
+        return "GPU 1: NVIDIA H200 (UUID: GPU-7c147265-c1dc-22ad-90f4-6ccd06d65014)\n\t Link 5: <inactive>%s\n" \
+            "\t Link 6%s: <inactive>\n" % (ESCAPES, ESCAPES)
+    return ""
+
+
 def dcgmi():
     if MODE == "rows":
         # Each row a cell of 4,000 spaces not closed by a pipe (the old pattern took 70 s for one), then more.
@@ -81,7 +98,8 @@ args = sys.argv[1:]
 if sys.argv[0].endswith("dcgmi"):
     sys.stdout.write(dcgmi())
 else:
-    sys.stdout.write(nvlink() if args[:1] == ["nvlink"] else details())
+    sys.stdout.write(nvlink_status() if args[:2] == ["nvlink", "-s"] else nvlink() if args[:1] == ["nvlink"]
+                     else details())
 '''
 
 
@@ -136,13 +154,14 @@ def test_dcgm_rows_built_to_backtrack_are_read_in_linear_time(hostile, monkeypat
     case.finish()
 
 
-def test_nvlink_counter_lines_of_a_mebibyte_are_read_in_linear_time(hostile, monkeypatch):
-    case = hostile(MODULE, "nvidia-smi nvlink -e: 3 lines of 1 MiB, 256 of 4 KiB")
+def test_nvlink_counter_and_state_lines_of_a_mebibyte_are_read_in_linear_time(hostile, monkeypatch):
+    case = hostile(MODULE, "nvidia-smi nvlink -e and -s: lines of 1 MiB, 256 of 4 KiB")
     run = health(case, monkeypatch, "nvlink")
     result = run.result or {}
     case.check(run, "ok", problems=differences(result, dict(
-        verdict="unhealthy", cut=["nvidia-smi nvlink -e: 3 line(s) longer than 4096 characters, each cut to that"]))
-        + differences(dict(ids=ids(result)), dict(ids=["dcgm_diag_failed", "nvlink_errors"])))
+        verdict="unhealthy", cut=["nvidia-smi nvlink -e: 3 line(s) longer than 4096 characters, each cut to that",
+                                  "nvidia-smi nvlink -s: 2 line(s) longer than 4096 characters, each cut to that"]))
+        + differences(dict(ids=ids(result)), dict(ids=["dcgm_diag_failed", "nvlink_errors", "nvlink_inactive"])))
     case.finish()
 
 
@@ -161,10 +180,11 @@ def test_10000_gpus_are_bounded_to_the_first_256(hostile, monkeypatch):
     case = hostile(MODULE, "nvidia-smi: 10,000 GPUs")
     run = health(case, monkeypatch, "gpus", dcgm_diag=False)
     result = run.result or {}
-    case.check(run, "ok", problems=differences(result, dict(verdict="unknown", cut=[
+    case.check(run, "ok", problems=differences(result, dict(verdict="unhealthy", cut=[
         "nvidia-smi -q: 10000 GPUs listed, the first 256 assessed",
-        "nvidia-smi nvlink -e: 10000 GPUs listed, the first 256 read"])) + differences(
-        dict(gpus=len(result.get("gpus") or []), findings=len(ids(result))), dict(gpus=256, findings=256)))
+        "nvidia-smi nvlink -e: 10000 GPUs listed, the first 256 read",
+        "nvidia-smi nvlink -s: 10000 GPUs listed, the first 256 read"])) + differences(
+        dict(gpus=len(result.get("gpus") or []), findings=len(ids(result))), dict(gpus=256, findings=512)))
     case.finish()
 
 
@@ -201,5 +221,36 @@ def test_commands_that_hang_end_at_the_modules_timeout_not_each_at_their_own(hos
     case.check(run, "ok", problems=(
         [] if run.wall_s < 3 + 2 else ["took %.1f s for a timeout of 3 s" % run.wall_s]) + differences(result, dict(
             verdict="unknown", cut=["nvidia-smi nvlink -e: cut short: the deadline (timeout 3 s) had passed",
+                                    "nvidia-smi nvlink -s: not run: the deadline (timeout 3 s) had passed",
                                     "dcgmi diag: not run: the deadline (timeout 3 s) had passed"])))
+    case.finish()
+
+
+def gzip_bomb(path, gib):
+    """gib GiB of zeros, gzipped (a few MiB), written without holding them."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    with open(str(path), "wb") as out:
+        for _mib in range(gib << 10):
+            out.write(packer.compress(zeros))
+        out.write(packer.flush())
+
+
+def test_saved_evidence_of_the_users_is_read_without_following_links_and_within_bounds(hostile, monkeypatch):
+    case = hostile(MODULE, "evidence_path: the user's links to /etc/shadow, a FIFO, 8 GiB sparse, a 4 GiB gzip bomb")
+    saved = case.user_dir("bundle")
+    case.replace(saved / "nvidia-smi-q.txt", "link", "/etc/shadow")
+    case.replace(saved / "dmesg.txt", "fifo")
+    case.replace(saved / "nvlink-s.txt", "sparse")
+    gzip_bomb(saved / "nvidia-bug-report.log.gz", 4)
+    case.chown(saved / "nvidia-bug-report.log.gz")
+    run = case.module(MODULE, dict(evidence_path=str(saved)))
+    result = run.result or {}
+    cut = result.get("cut") or []
+    case.check(run, "ok", problems=differences(result, dict(verdict="unknown", state="not_in_evidence")) + [
+        "the cuts are %r" % cut for expected in (
+            "nvidia-smi-q.txt: not read: ", "dmesg.txt: not read: ",
+            "nvlink-s.txt: more than 4194304 characters, the first 4194304 read",
+            "nvidia-bug-report.log.gz: more than 134217728 bytes of text, the first 134217728 read")
+        if not any(said.startswith(expected) for said in cut)])
     case.finish()

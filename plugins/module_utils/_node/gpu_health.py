@@ -4,14 +4,19 @@
 # Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
 """Tell a sick GPU from a healthy one before it serves: the core of gpu_health_info.
 
-Pure functions over what `nvidia-smi -q`, `nvidia-smi nvlink -e`, the kernel log (through kernel_log, the one
-reader of it), `dcgmi diag` and the PCIe fabric between the GPUs (through pcie_fabric: ACS on the bridges, the
+Pure functions over what `nvidia-smi -q`, `nvidia-smi nvlink -e` and `-s`, the kernel log (through kernel_log, the
+one reader of it), `dcgmi diag` and the PCIe fabric between the GPUs (through pcie_fabric: ACS on the bridges, the
 IOMMU, nvidia-smi's P2P matrix) print, so that recorded outputs of real hosts test them; gather() runs the commands
-through the run callable it is given.
+through the run callable it is given, assess_evidence() reads the same outputs saved (gpu_evidence reads them).
 
-Which finding counts as what is data (FINDINGS, XID_FINDINGS): each finding id has a severity (unhealthy, degraded
-or info) that severity_overrides may change, and the action NVIDIA documents for it. Sources:
-- Xids: NVIDIA's Xid catalogue, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
+Which finding counts as what is data (FINDINGS, and xid_catalogue for the Xids and DCGM's messages): each finding id
+has a severity (unhealthy, degraded or info) that severity_overrides may change, the action NVIDIA documents for it,
+and NVIDIA's resolution bucket (xid_catalogue.BUCKETS): an Xid's from the catalogue, rated from its line where the
+catalogue decodes it (Xid 45 solo or not, 74's registers, 144-150's sub-codes, 154's recovery action); a DCGM
+result's from DCGM's own severity of its message; any other finding's from its action (xid_catalogue.ACTION_BUCKETS).
+The same fault of the node's power, cooling, fabric or settings on every GPU is one finding of the node (NODE_WIDE).
+Sources:
+- Xids, DCGM's severities, NVML's recovery actions: xid_catalogue's docstring
 - ECC, row remapping, recovery actions: "NVIDIA GPU Memory Error Management",
   https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html (row-remapping.html,
   error-recovery-and-response-flags.html, user-visible-statistics.html)
@@ -44,6 +49,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_lo
     MAX_KMSG_RECORDS,
     XID_MEANINGS,
     kernel_events,
+    pci_key,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import (
     DETAILS_CHARACTERS,
@@ -52,6 +58,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_sm
     state_of,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import pcie_fabric
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import xid_catalogue as catalogue
 
 SEVERITIES = ("unhealthy", "degraded", "info")
 # The node's verdict is its worst finding's severity; info findings leave it healthy.
@@ -87,6 +94,13 @@ ACTIONS = {
     "check_p2p": "The driver does no peer-to-peer between these GPUs (GeForce boards say GNS, a virtual machine's "
                  "chipset CNS): NCCL goes through host memory. Set sglang_server_disable_custom_all_reduce: true, "
                  "and accept it (severity_overrides) or move the GPUs where the driver supports peer-to-peer.",
+    "restart_fabric_manager": "Nothing if a process on this GPU was stopped or killed just then (a stop, Ctrl-C, the "
+                              "OOM killer); otherwise restart nvidia-fabricmanager, as NVIDIA's Xid catalogue says "
+                              "for an Xid 45 of its own.",
+    "update_driver": "Update the driver and the GPU's firmware to NVIDIA's latest for it (a guest's driver must "
+                     "match its host's).",
+    "restart_vm": "Restart the virtual machine that owns the GPU.",
+    "check_uvm": "Reset the GPU where UVM or vGPU is in use on it; otherwise nothing to do.",
 }
 
 # id: (severity, action, what it means)
@@ -132,8 +146,14 @@ FINDINGS = {
     "fabric_unhealthy": ("degraded", "check_fabric_manager", "The GPU's fabric reports itself unhealthy"),
     "persistence_mode_disabled": ("info", "enable_persistence", "Persistence mode is off"),
     "nvlink_errors": ("degraded", "check_nvlink", "NVLink error counters are not zero: a link retried or failed"),
+    "nvlink_inactive": ("unhealthy", "check_nvlink",
+                        "An NVLink of the GPU is inactive: NVIDIA's Health Validation calls any inactive link "
+                        "critical"),
+    "nvlink_slow": ("degraded", "check_nvlink", "An NVLink runs slower than the node's other links"),
     "dcgm_diag_failed": ("unhealthy", "read_dcgm_diag", "A DCGM diagnostic test failed"),
     "dcgm_diag_warning": ("degraded", "read_dcgm_diag", "A DCGM diagnostic test warned"),
+    "dcgm_diag_exit_status": ("degraded", "read_dcgm_diag",
+                              "dcgmi diag exited with an error while its table shows no failed test"),
     "pcie_acs_redirect": ("unhealthy", "disable_acs_or_iommu_pt",
                           "ACS on a PCIe bridge between GPUs redirects their peer-to-peer traffic to the root "
                           "complex while the IOMMU translates it: NCCL hangs or crawls with more than one GPU per "
@@ -150,26 +170,42 @@ FINDINGS = {
                           "memory, slower"),
 }
 
-# Xid number: (severity, action), after the catalogue's resolution buckets: 13, 31, 43 and 45 are the
-# application's own faults (or their clean-up) on a sound GPU.
-XID_FINDINGS = {
-    13: ("info", "restart_app"),
-    31: ("info", "restart_app"),
-    43: ("info", "restart_app"),
-    45: ("info", "none"),
-    48: ("unhealthy", "reset_gpu"),
-    63: ("degraded", "reset_gpu"),
-    64: ("unhealthy", "drain_and_open_case"),
-    74: ("unhealthy", "check_nvlink"),
-    79: ("unhealthy", "reboot"),
-    92: ("degraded", "reset_gpu"),
-    94: ("degraded", "restart_app"),
-    95: ("unhealthy", "reset_gpu"),
-    119: ("unhealthy", "reset_gpu"),
-    120: ("unhealthy", "reset_gpu"),
-}
-UNKNOWN_XID = ("info", "look_up_xid")
+# The same fault on every GPU is the node's, not each card's: its power (the power brake is asserted by the system's
+# power supply, NVIDIA's nvidia-smi documentation says), its cooling, its NVSwitch fabric, its settings. id: None to
+# rate the node's finding as each GPU's, or (severity, bucket, what it means) of its own. A brake on every GPU
+# throttles the whole node by half or more and no reboot lifts it: the facility's or the vendor's to fix (NVIDIA's
+# NVSentinel rates it CONTACT_SUPPORT).
+NODE_WIDE = (
+    ("hw_slowdown", None),
+    ("hw_power_brake_slowdown", ("unhealthy", "CONTACT_SUPPORT",
+                                 "Hardware power brake on every GPU of the node: the platform's power supply or its "
+                                 "management controller asserts it, not a card")),
+    ("hw_thermal_slowdown", None),
+    ("sw_thermal_slowdown", None),
+    ("sw_power_cap", None),
+    ("temperature_above_max_operating", None),
+    ("power_limit_below_default", None),
+    ("persistence_mode_disabled", None),
+    ("fabric_not_ready", None),
+    ("fabric_error", None),
+    ("fabric_unhealthy", None),
+)
+
+
+def _by_number(number):
+    """(severity, action, bucket) of an Xid by its number alone, after the catalogue's bucket for it."""
+    bucket = catalogue.XIDS.get(number, (None, None, None))[2]
+    if bucket not in catalogue.BUCKET_RATINGS:
+        return catalogue.UNKNOWN_XID
+    return catalogue.BUCKET_RATINGS[bucket] + (bucket,)
+
+
+# Xid number: (severity, action, bucket) where nothing but the number is known: every Xid of the catalogue.
+XID_FINDINGS = dict((number, _by_number(number)) for number in catalogue.XIDS)
 XID_ID = re.compile(r"xid_(\d+)$")
+# The NVLink5 decode's buckets, worst first: XID_154_EVAL is RESTART_APP where no Xid 154 says more (that one is a
+# finding of its own).
+NVLINK5_RESOLUTIONS = (("RESET_GPU", "RESET_GPU"), ("XID_154_EVAL", "RESTART_APP"), ("IGNORE", "IGNORE"))
 
 GPU_HEADER = re.compile(r"GPU (?P<bus_id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 # Older drivers' names of today's sections and fields.
@@ -182,6 +218,9 @@ CLOCK_EVENTS = (("hw slowdown", "hw_slowdown"), ("hw thermal slowdown", "hw_ther
 RECOVERY_ACTIONS = (("reboot", "node_reboot_required"), ("drain and reset", "drain_and_reset_required"),
                     ("p2p", "drain_p2p_required"), ("reset", "gpu_reset_required"))
 DCGM_RESULTS = ("Pass", "Fail", "Warn", "Skip")
+# What dcgmi diag's table calls a row that holds a message, not a result ("Warning: GPU0" in DCGM 4).
+DCGM_MESSAGES = ("Warning", "Error")
+DCGM_NOT_PASSED = ("Fail", "Warn", "Error")
 NUMBER = re.compile(r"-?(\d+)(?:\.(\d+))?")
 HEX_DIGITS = "0123456789abcdefABCDEF"
 
@@ -215,6 +254,9 @@ DEADLINE_EVERY = 256
 
 DETAILS_ARGV = ("-q",)
 NVLINK_ARGV = ("nvlink", "-e")
+NVLINK_STATUS_ARGV = ("nvlink", "-s")
+# What nvidia-smi nvlink -s prints for a GPU whose links are all down, instead of a line a link.
+ALL_LINKS_INACTIVE = "all links are inactive"
 # dcgmi's levels: 1 takes seconds and is meant as a readiness check; 2 and above load the GPUs for minutes.
 QUICK_DCGM_LEVEL = 1
 DCGM_LEVELS = (1, 2, 3, 4)
@@ -411,16 +453,18 @@ class _Gpu(object):
             self.add(finding, self.evidence(*path))
 
 
-def make_finding(finding, evidence, severities, gpu=None):
-    """{id, severity, summary, evidence, action, advice, gpu}."""
-    xid = XID_ID.match(finding)
-    if xid:
-        default, action = XID_FINDINGS.get(int(xid.group(1)), UNKNOWN_XID)
-        summary = XID_MEANINGS.get(int(xid.group(1)), ("NVIDIA Xid %s" % xid.group(1),))[0]
-    else:
+def make_finding(finding, evidence, severities, gpu=None, rating=None):
+    """{id, severity, summary, evidence, action, advice, bucket, gpu, gpus}: rated by rating (severity, action,
+    bucket, what it means) where the finding's own line rates it (an Xid, a DCGM message), else by FINDINGS and its
+    action's bucket; the severity as severity_overrides has it, if it names the id. gpus: the GPUs it concerns (its
+    gpu, the node's where it is all of theirs; none known, empty)."""
+    if rating is None:
         default, action, summary = FINDINGS[finding]
-    return dict(id=finding, severity=severities.get(finding, default), summary=summary,
-                evidence=result_line(evidence), action=action, advice=ACTIONS[action], gpu=gpu)
+        rating = (default, action, catalogue.ACTION_BUCKETS[action], summary)
+    default, action, bucket, summary = rating
+    return dict(id=finding, severity=severities.get(finding, default), summary=result_line(summary),
+                evidence=result_line(evidence), action=action, advice=ACTIONS[action], bucket=bucket, gpu=gpu,
+                gpus=[] if gpu is None else [gpu])
 
 
 def _ecc(gpu):
@@ -583,80 +627,518 @@ def parse_nvlink_errors(text, reading=None):
     return found
 
 
-def _dcgm_row(line):
-    """(test, result, detail) of a result's row of `dcgmi diag`'s table ("| PCIe | Fail - All |"), else None."""
-    cells = line.split("|", 3)
-    if len(cells) < 4 or cells[0]:
+def _nvlink_status_gpu(line):
+    """(index, UUID or None) of a GPU's line of `nvidia-smi nvlink -s` ("GPU 3: Tesla V100-SXM2-32GB (UUID: ...)",
+    the UUID left out where a report hid it), else None."""
+    gpu = _nvlink_gpu(line)
+    if gpu or not line.startswith("GPU "):
+        return gpu
+    index, colon, _rest = line[4:].partition(": ")
+    return (index, None) if colon and bounded_int(index) is not None else None
+
+
+def _nvlink_link(line):
+    """(link, GB/s, or None for an inactive link) of a link's line of `nvidia-smi nvlink -s` ("Link 3: 26.562 GB/s",
+    "Link 5: <inactive>"), else None."""
+    line = line.strip()
+    if not line.startswith("Link "):
         return None
-    result = cells[2].lstrip()
+    link, colon, state = line[len("Link "):].partition(": ")
+    if not colon or bounded_int(link) is None:
+        return None
+    if state.strip().lower() == "<inactive>":
+        return link, None
+    speed = _number(state) if state.endswith(" GB/s") else None
+    return None if speed is None else (link, speed)
+
+
+def parse_nvlink_status(text, reading=None):
+    """[{index, uuid, inactive: [link], speeds: {link: GB/s}, all_inactive}] of `nvidia-smi nvlink -s`, one per GPU
+    it lists (index and uuid None for the lines before the first), the first MAX_GPUS GPUs and NVLINK_COUNTERS links
+    of each. all_inactive: nvidia-smi printed that all of its links are inactive. reading (a Reading) bounds what is
+    read and says what was cut."""
+    source = "nvidia-smi nvlink -s"
+    reading = reading or Reading()
+    found, current, listed, more = [], None, 0, 0
+    for line in reading.lines(_text_lines(reading.text(text, source, NVLINK_CHARS)), source, NVLINK_LINES):
+        gpu = _nvlink_status_gpu(line)
+        if gpu:
+            listed += 1
+            current = dict(index=int(gpu[0]), uuid=gpu[1], inactive=[], speeds={}, all_inactive=False)
+            found.extend([current] if listed <= MAX_GPUS else [])
+            current = current if listed <= MAX_GPUS else None
+            continue
+        if current is None and listed:
+            continue
+        if current is None:
+            current = dict(index=None, uuid=None, inactive=[], speeds={}, all_inactive=False)
+            found.append(current)
+        if ALL_LINKS_INACTIVE in line.lower():
+            current["all_inactive"] = True
+            continue
+        link = _nvlink_link(line)
+        if link and len(current["inactive"]) + len(current["speeds"]) == NVLINK_COUNTERS:
+            more += 1
+        elif link and link[1] is None:
+            current["inactive"].append(link[0])
+        elif link:
+            current["speeds"][link[0]] = link[1]
+    if listed > MAX_GPUS:
+        reading.note("%s: %d GPUs listed, the first %d read" % (source, listed, MAX_GPUS))
+    if more:
+        reading.note("%s: %d link(s) past the first %d of a GPU, not read" % (source, more, NVLINK_COUNTERS))
+    return [entry for entry in found if entry["index"] is not None or entry["all_inactive"] or entry["inactive"]
+            or entry["speeds"]]
+
+
+def _nvlink_status_findings(status, gpus, severities):
+    """(findings of a GPU of the list, by its index in it; the node's findings) of nvidia-smi nvlink -s: each inactive
+    link, and each link slower than the node's fastest. nvidia-smi's "all links are inactive" is a finding only on a
+    node whose GPUs have NVLink: one that lists a link's speed, or a GPU that belongs to an NVSwitch fabric (a GPU
+    without NVLink may print the same)."""
+    by_uuid = dict((gpu.facts["uuid"], index) for index, gpu in enumerate(gpus) if gpu.facts["uuid"])
+    fastest = max([speed for entry in status for speed in entry["speeds"].values()] or [0])
+    has_nvlink = fastest > 0 or any(gpu.facts["fabric_state"] for gpu in gpus)
+    owned, node = {}, []
+    for entry in status:
+        index = by_uuid.get(entry["uuid"], entry["index"] if entry["uuid"] is None else None)
+        index = index if index is not None and index < len(gpus) else None
+        name = "GPU %s" % entry["index"] if entry["index"] is not None else "nvidia-smi nvlink -s"
+        inactive = ["%s Link %s: <inactive>" % (name, link) for link in entry["inactive"]]
+        if entry["all_inactive"] and has_nvlink:
+            inactive.append("%s: all links are inactive" % name)
+        slow = ["%s Link %s: %s GB/s of the node's %s GB/s" % (name, link, _speed(speed), _speed(fastest))
+                for link, speed in sorted(entry["speeds"].items(), key=lambda item: int(item[0]))
+                if speed < fastest]
+        gpu = None if index is None else gpus[index].facts["bus_id"]
+        for finding, lines in (("nvlink_inactive", inactive), ("nvlink_slow", slow)):
+            if lines:
+                found = make_finding(finding, "; ".join(lines), severities, gpu)
+                (node if index is None else owned.setdefault(index, [])).append(found)
+    return owned, node
+
+
+def _speed(gb_per_s):
+    return ("%.3f" % gb_per_s).rstrip("0").rstrip(".")
+
+
+def _dcgm_section(line):
+    """The name of a section line of `dcgmi diag`'s table ("+-----  Hardware  ----------+---...+"), else None."""
+    if line[:1] not in "+|" or not line[1:6] == "-----":
+        return None
+    return line[1:].split("+", 1)[0].split("|", 1)[0].strip("- ") or None
+
+
+def _dcgm_result(cell):
+    """(result, detail) of a result's cell ("Fail - GPU: 0", "Pass", DCGM 4's "Not Run"), else None."""
+    result = cell.strip()
+    if result == "Not Run":
+        return "Skip", result
     word, after = result[:4], result[4:5]
     if word not in DCGM_RESULTS or after.isalnum() or after == "_":
         return None
-    return cells[1].strip(), word, result[4:]
+    return word, result[4:].strip(" -")
+
+
+def _dcgm_cell_text(cell):
+    """(text, whole) of a cell of a message: dcgmi pads each piece of a wrapped message to the column (a space
+    before, two after), so that a piece that fills it is joined to the next as it is (whole), without a space."""
+    if len(cell) > 3 and cell.startswith(" ") and cell.endswith("  "):
+        return cell[1:-2], True
+    return cell.strip(), False
+
+
+def _dcgm_message(result, text, joined):
+    """result with text added to its message (DCGM's words of what failed): joined to the message's last piece
+    where that filled its cell, after a space otherwise."""
+    message = result.get("warning")
+    if message is None:
+        result["warning"] = text
+    elif len(message) <= RESULT_LINE_BYTES:
+        # Past what a result shows, more of it would only be cut again.
+        result["warning"] = message + (text if joined else " " + text)
 
 
 def parse_dcgm_diag(text, reading=None):
-    """[{test, result, detail}] of `dcgmi diag`'s table, the first DCGM_ROWS rows; a Warning row's wrapped lines are
-    joined into it. reading (a Reading) bounds what is read and says what was cut."""
+    """[{test, result, detail, warning}] of `dcgmi diag`'s table, the first DCGM_ROWS results.
+
+    A result's row carries its test's name, or leaves it empty for the next group of GPUs of the same test (DCGM 3's
+    "| | Fail - GPU: 0 |"): the test is the last one named. DCGM 4 lists each GPU below its test ("GPU0: Fail"):
+    those not passed go into the test's detail. A "Warning" or "Error" row (DCGM 4: "Warning: GPU0") and its wrapped
+    lines are the message (warning) of the result above it when that one did not pass; else (an Error row of a
+    deployment check) a result of its own, of result Error (Warn for a Warning). reading (a Reading) bounds what is
+    read and says what was cut."""
     source = "dcgmi diag"
     reading = reading or Reading()
-    # last: the row a Warning row's lines belong to, None after a row past DCGM_ROWS.
-    results, more, last = [], 0, None
+    # last: the result a message belongs to, None before the first, False after a result past DCGM_ROWS; joined:
+    # whether the message's last piece filled its cell, None outside a message.
+    results, more, last, joined, section, test = [], 0, None, None, None, None
     for line in reading.lines(_text_lines(reading.text(text, source, DCGM_CHARS)), source, DCGM_LINES):
         line = line.strip()
-        row = _dcgm_row(line)
-        if row and len(results) == DCGM_ROWS:
-            more, last = more + 1, None
+        named = _dcgm_section(line)
+        if named:
+            section, test, last, joined = named, None, None, None
             continue
-        if row:
-            last = dict(test=row[0], result=row[1], detail=row[2].strip(" -"))
-            results.append(last)
+        cells = line.split("|", 3)
+        if len(cells) < 3 or cells[0]:
             continue
-        cells = [cell.strip() for cell in line.strip("|").split("|", 2)]
-        if len(cells) == 2 and cells[0] == "Warning" and last is not None:
-            last["warning"] = cells[1]
-        elif len(cells) == 2 and not cells[0] and cells[1] and last is not None and "warning" in last:
-            # Past what a result shows, more of it would only be cut again.
-            if len(last["warning"]) <= RESULT_LINE_BYTES:
-                last["warning"] += " " + cells[1]
+        name, cell, closed = cells[1].strip(), cells[2], len(cells) == 4
+        kind = name.split(":", 1)[0].strip()
+        if not name and joined is not None and last:
+            piece, whole = _dcgm_cell_text(cell)
+            if piece:
+                _dcgm_message(last, piece, joined)
+                joined = whole
+            continue
+        if kind in DCGM_MESSAGES:
+            if not closed or last is False:
+                continue
+            piece, whole = _dcgm_cell_text(cell)
+            if not (last and last["result"] in DCGM_NOT_PASSED):
+                if len(results) == DCGM_ROWS:
+                    more, last, joined = more + 1, False, None
+                    continue
+                last = dict(test=test or section or source, result="Warn" if kind == "Warning" else "Error",
+                            detail="")
+                results.append(last)
+            elif last.get("warning"):
+                last["warning"] += ";"
+            _dcgm_message(last, piece, False)
+            joined = whole
+            continue
+        entity, _colon, entity_result = cell.strip().partition(": ")
+        if not name and last and entity.startswith("GPU") and _dcgm_result(entity_result):
+            if _dcgm_result(entity_result)[0] in DCGM_NOT_PASSED and len(last["detail"]) <= RESULT_LINE_BYTES:
+                last["detail"] = "%s, %s" % (last["detail"], entity) if last["detail"] else entity
+            continue
+        row = _dcgm_result(cell) if closed else None
+        if row is None:
+            continue
+        test, joined = name or test, None
+        if len(results) == DCGM_ROWS:
+            more, last = more + 1, False
+            continue
+        last = dict(test=test or source, result=row[0], detail=row[1])
+        results.append(last)
     if more:
         reading.note("%s: %d rows, the first %d read" % (source, len(results) + more, DCGM_ROWS))
     for result in results:
-        result.update((key, result_line(result[key])) for key in ("test", "detail", "warning") if key in result)
+        result.update((key, result_line(result[key]).strip()) for key in ("test", "detail", "warning")
+                      if key in result)
     return results
 
 
-def _dcgm_findings(results, severities):
+def _dcgm_format(text):
+    """The parts of a printf format of DCGM's: ("", literal without whitespace) and (conversion, "") for each
+    placeholder ("u", "f", "s", ...)."""
+    parts, literal, at = [], [], 0
+    while at < len(text):
+        if text[at] != "%":
+            literal.append(text[at])
+            at += 1
+            continue
+        end = at + 1
+        while end < len(text) and text[end] in "#-+ .0123456789hlLqjzt":
+            end += 1
+        conversion = text[end:end + 1]
+        if conversion == "%":
+            literal.append("%")
+        else:
+            parts.append(("", "".join("".join(literal).split())))
+            parts.append((conversion, ""))
+            literal = []
+        at = end + 1
+    parts.append(("", "".join("".join(literal).split())))
+    return [part for part in parts if part != ("", "")]
+
+
+# Each DCGM message format: (code's name, DCGM's severity, its parts, its longest literal).
+DCGM_FORMATS = tuple(
+    (name, severity, parts, max([literal for _kind, literal in parts] or [""], key=len))
+    for name, severity, formats in catalogue.DCGM_ERRORS for parts in [_dcgm_format(each) for each in formats])
+# What each conversion may print: integers (a sign for %d), hexadecimal, floating point.
+DCGM_NUMBER_CHARACTERS = dict([(conversion, frozenset("0123456789")) for conversion in "ui"]
+                              + [("d", frozenset("-0123456789")), ("x", frozenset("0123456789abcdefABCDEFx")),
+                                 ("f", frozenset("-0123456789.")), ("e", frozenset("-+0123456789.eE"))])
+# Where a message may start in the text: DCGM prefixes each with its GPU ("GPU 0GPU 0's NvLink link 0 is ...").
+DCGM_MATCH_TRIES = 8
+
+
+def _dcgm_values(message, parts):
+    """The values a message (without whitespace) printed in a format's placeholders, where it holds the format
+    (whatever came before its first literal); else None."""
+    first = next(index for index, part in enumerate(parts) if not part[0])
+    start, tries = 0, 0
+    while tries < DCGM_MATCH_TRIES:
+        at = message.find(parts[first][1], start)
+        if at < 0:
+            return None
+        values = _dcgm_values_at(message, at, parts[first:])
+        if values is not None:
+            return values
+        start, tries = at + 1, tries + 1
+    return None
+
+
+def _dcgm_values_at(message, at, parts):
+    values = []
+    for index, (conversion, literal) in enumerate(parts):
+        if not conversion:
+            if not message.startswith(literal, at):
+                return None
+            at += len(literal)
+            continue
+        following = parts[index + 1][1] if index + 1 < len(parts) else ""
+        end = message.find(following, at + (conversion != "s")) if following else len(message)
+        allowed = DCGM_NUMBER_CHARACTERS.get(conversion)
+        if end < 0:
+            return None
+        if allowed is not None and not following:
+            end = at
+            while end < len(message) and message[end] in allowed:
+                end += 1
+        value = message[at:end]
+        if allowed is not None and (not value or not all(character in allowed for character in value)):
+            return None
+        values.append(value)
+        at = end
+    return values
+
+
+def _dcgm_rating(message, without_nvlink=False):
+    """(severity, bucket, what DCGM rates it) of a DCGM result's message by the DCGM_FR_* formats it holds, worst
+    first; None where it holds none. No fault, whatever DCGM's severity: a targeted power test that missed its target
+    by less than catalogue.TARGET_POWER_MISS_W, and NVLink down on a node without NVLink (without_nvlink)."""
+    text = "".join((message or "").split())
+    matched = []
+    for name, severity, parts, longest in DCGM_FORMATS:
+        if name in [each[0] for each in matched] or longest not in text:
+            continue
+        values = _dcgm_values(text, parts)
+        if values is None:
+            continue
+        said = severity
+        if name == catalogue.TARGET_POWER_CODE and _power_miss(values) < catalogue.TARGET_POWER_MISS_W:
+            severity, said = "CONFIG", "%s; missed by less than %g W: no fault" % (said, catalogue.TARGET_POWER_MISS_W)
+        elif name == catalogue.NVLINK_DOWN_CODE and without_nvlink:
+            severity, said = "CONFIG", "%s; the GPUs have no NVLink: no fault" % said
+        matched.append((name, severity, said))
+    if not matched:
+        return None
+    matched.sort(key=lambda each: catalogue.DCGM_ORDER.index(each[1]))
+    severity, bucket = catalogue.DCGM_SEVERITIES[matched[0][1]]
+    return severity, bucket, ", ".join("%s (%s)" % (name, said) for name, _severity, said in matched)
+
+
+def _power_miss(values):
+    """Watts a targeted power test's "Max power of %.1f did not reach desired power minimum %s of %.1f" missed by;
+    infinity where its numbers cannot be read."""
+    reached, target = _number(values[0]), _number(values[2]) if len(values) > 2 else None
+    return float("inf") if reached is None or target is None else target - reached
+
+
+def _gpu_numbers(text):
+    """The GPU ids DCGM names in text ("GPU: 0", "GPUs: 1, 2", "GPU0", "GPU 3 has ..."), in order, once each."""
+    numbers, start = [], 0
+    head, colon, listed = text.partition(":")
+    if colon and head.strip() == "GPUs":
+        return [int(each) for each in listed.replace(",", " ").split()[:MAX_GPUS] if bounded_int(each) is not None]
+    while len(numbers) < MAX_GPUS:
+        at = text.find("GPU", start)
+        if at < 0:
+            break
+        digits = text[at + 3:at + 16].lstrip(": ")
+        end = 0
+        while end < min(len(digits), NUMBER_DIGITS) and digits[end] in "0123456789":
+            end += 1
+        if end and int(digits[:end]) not in numbers:
+            numbers.append(int(digits[:end]))
+        start = at + 3
+    return numbers
+
+
+def _dcgm_findings(results, gpus, rc, severities, without_nvlink=False):
+    """The findings of a DCGM diagnostic: each result not passed, rated by DCGM's severity of its message where it
+    holds one of DCGM's (else Fail and Error unhealthy, Warn degraded; without_nvlink: nvidia-smi showed the node
+    has no NVLink), with the GPUs it names (DCGM numbers them as nvidia-smi does); and dcgmi's exit status where it
+    says more than the table (DCGM exits 205 when a result is one to isolate the GPU for, 226 for any other
+    error)."""
     findings = []
     for result in results:
-        finding = {"Fail": "dcgm_diag_failed", "Warn": "dcgm_diag_warning"}.get(result["result"])
-        if finding:
-            evidence = "%s: %s %s" % (result["test"], result["result"], result["detail"])
-            if result.get("warning"):
-                evidence = "%s; %s" % (evidence.strip(), result["warning"])
-            findings.append(make_finding(finding, evidence.strip(), severities))
+        if result["result"] not in DCGM_NOT_PASSED:
+            continue
+        finding = "dcgm_diag_warning" if result["result"] == "Warn" else "dcgm_diag_failed"
+        default, action, summary = FINDINGS[finding]
+        evidence = ("%s: %s %s" % (result["test"], result["result"], result["detail"])).strip()
+        if result.get("warning"):
+            evidence = "%s; %s" % (evidence, result["warning"])
+        rated = _dcgm_rating(result.get("warning"), without_nvlink)
+        rating = (default, action, catalogue.ACTION_BUCKETS[action], summary)
+        if rated:
+            rating = (rated[0], action, rated[1], "%s; DCGM rates it %s" % (summary, rated[2]))
+        found = make_finding(finding, evidence, severities, rating=rating)
+        named = gpus if result["detail"] == "All" else [
+            gpus[number] for number in _gpu_numbers(result["detail"]) or _gpu_numbers(result.get("warning") or "")
+            if number < len(gpus)]
+        found["gpus"] = [gpu["bus_id"] for gpu in named]
+        findings.append(found)
+    if rc is not None and rc > 0 and results and not findings:
+        name, severity = catalogue.DCGM_EXIT_STATUSES.get(rc, ("an error", "degraded"))
+        default, action, summary = FINDINGS["dcgm_diag_exit_status"]
+        findings.append(make_finding("dcgm_diag_exit_status", "dcgmi diag exit status %d (%s)" % (rc, name),
+                                     severities, rating=(severity, action, catalogue.ACTION_BUCKETS[action], summary)))
     return findings
 
 
-def _pci_key(bus_id):
-    """domain:bus:device of a PCI address as nvidia-smi (8-digit domain) or the kernel's Xid lines (4) write it."""
-    parts = bus_id.lower().split(":")
-    return "%s:%s:%s" % (parts[0][-4:], parts[1], parts[2].split(".")[0]) if len(parts) == 3 else bus_id.lower()
+def _registers(detail):
+    """The hex values an Xid line prints in its last parentheses ("(0x0, 0x0, 0x10000, ...)", "(0x026001c6
+    0x00000000 ...)"), None where they are not all hex numbers (a report that hid them)."""
+    start = detail.rfind("(")
+    end = detail.find(")", start)
+    if start < 0 or end < 0:
+        return None
+    values = detail[start + 1:end].replace(",", " ").split()
+    if len(values) < 2 or not all(value[:2] == "0x" and 2 < len(value) <= 18 and not value[2:].strip(HEX_DIGITS)
+                                  for value in values):
+        return None
+    return [int(value[2:], 16) for value in values]
+
+
+def _worse(one, other):
+    """The worse of two severities."""
+    return one if SEVERITIES.index(one) <= SEVERITIES.index(other) else other
+
+
+def _rate_xid_74(detail):
+    """Xid 74's rating by the register bits NVIDIA documents (catalogue.XID_74_BITS)."""
+    registers = _registers(detail)
+    if registers is None:
+        return "unhealthy", "check_nvlink", "WORKFLOW_NVLINK_ERR", "its registers could not be read"
+    documented = dict(((index, bit), level) for index, bits, level in catalogue.XID_74_BITS for bit in bits)
+    worst, said = None, []
+    for index in sorted(set(index for index, _bits, _level in catalogue.XID_74_BITS)):
+        for bit in range(32):
+            if index < len(registers) and registers[index] >> bit & 1:
+                level = documented.get((index, bit), "unhealthy")
+                worst = level if worst is None else _worse(worst, level)
+                said.append("register %d bit %d: %s" % (index + 1, bit, level))
+    if worst is None:
+        return "unhealthy", "check_nvlink", "WORKFLOW_NVLINK_ERR", "no register bit NVIDIA documents is set"
+    return worst, "check_nvlink", "WORKFLOW_NVLINK_ERR", "NVIDIA's decode of its registers: " + ", ".join(said)
+
+
+def _has_bits(value, mask_bits):
+    return value & mask_bits[0] == mask_bits[1]
+
+
+def _rate_nvlink5(number, detail):
+    """An Xid 144-150's rating by NVIDIA's decode of its sub-component, intrInfo and errorStatus
+    (catalogue.NVLINK5_DECODE); by its own Fatal or Nonfatal where no row matches."""
+    words = detail.split(None, 2)
+    registers = _registers(detail) or []
+    matched = []
+    for xid, names, before, since, statuses, resolution, _severity, second in catalogue.NVLINK5_DECODE:
+        if xid != number or len(registers) < 2 or (statuses is not None and registers[1] not in statuses):
+            continue
+        # A row's second action has intrInfo bits of its own (a bit its first pattern wants clear).
+        if second is not None and (_has_bits(registers[0], second[0]) or _has_bits(registers[0], second[1])):
+            resolution = "RESET_GPU"
+        elif not (_has_bits(registers[0], before) or _has_bits(registers[0], since)):
+            continue
+        matched.append((bool(words) and words[0] in names, resolution))
+    resolutions = [resolution for named, resolution in matched if named] or [resolution for _n, resolution in matched]
+    for resolution, bucket in NVLINK5_RESOLUTIONS:
+        if resolution in resolutions:
+            severity, action = catalogue.BUCKET_RATINGS[bucket]
+            return severity, action, bucket, "NVIDIA's NVLink5 decode of intrInfo 0x%08x, errorStatus 0x%08x: %s" % (
+                registers[0], registers[1], resolution)
+    fatal = words[1] if len(words) > 1 else ""
+    severity = "degraded" if fatal == "Nonfatal" else "unhealthy"
+    return severity, "check_nvlink", "WORKFLOW_NVLINK5_ERR", "no row of NVIDIA's NVLink5 decode matches its line; " \
+        "the driver calls it %s" % (fatal or "neither Fatal nor Nonfatal")
+
+
+def _rate_recovery_action(detail):
+    """An Xid 154's rating by the GPU recovery action it announces ("... to 0x2 (Node Reboot Required)")."""
+    at = detail.find(" to 0x")
+    digits = detail[at + len(" to 0x"):at + len(" to 0x") + 8] if at >= 0 else ""
+    end = 0
+    while end < len(digits) and digits[end] in HEX_DIGITS:
+        end += 1
+    value = int(digits[:end], 16) if end else None
+    name, bucket, severity, action = catalogue.RECOVERY_ACTIONS.get(value, catalogue.UNKNOWN_RECOVERY_ACTION)
+    return severity, action, bucket, "the GPU's recovery action is now %s" % (
+        name if value is not None else "not readable in its line")
+
+
+def _rate_xid(event, earlier):
+    """(severity, action, bucket, why) of an Xid as NVIDIA's catalogue rates its line; earlier: the Xids the same GPU
+    logged before it."""
+    number, detail = event["xid"], event["detail"]
+    if number == 45:
+        cause = detail.find(catalogue.XID_45_CAUSE)
+        cause = bounded_int(detail[cause + len(catalogue.XID_45_CAUSE):].split(" ", 1)[0]) if cause >= 0 else None
+        before = [xid for xid in earlier if xid != 45]
+        if cause is not None or before:
+            return "info", "none", "IGNORE", "not solo: it follows Xid %d of this GPU, whose rating applies" % (
+                before[0] if cause is None else cause)
+        return XID_FINDINGS[45] + ("solo: no other Xid of this GPU came before it",)
+    if number == 74:
+        return _rate_xid_74(detail)
+    if number == 154:
+        return _rate_recovery_action(detail)
+    if XID_FINDINGS.get(number, catalogue.UNKNOWN_XID)[2] == "WORKFLOW_NVLINK5_ERR":
+        return _rate_nvlink5(number, detail)
+    return XID_FINDINGS.get(number, catalogue.UNKNOWN_XID) + (None,)
+
+
+def _xid_summary(number, why):
+    """What an Xid means (kernel_log's words for the common ones, the catalogue's for the others) and why it is rated
+    as it is."""
+    mnemonic, description, _bucket = catalogue.XIDS.get(number, (None, None, None))
+    meaning = XID_MEANINGS.get(number, (None,))[0] or (
+        "NVIDIA Xid %d, %s (%s)" % (number, description, mnemonic) if mnemonic else
+        "NVIDIA Xid %d, which NVIDIA's Xid catalogue (%s) does not list" % (number, catalogue.XID_CATALOGUE_VERSION))
+    return "%s; %s" % (meaning, why) if why else meaning
 
 
 def _xid_findings(xids, severities):
-    """One finding for each Xid number on each device, the first line its evidence."""
-    seen, findings = {}, []
+    """One finding for each Xid number, GPU and rating, the first line its evidence, count the lines."""
+    seen, findings, earlier = {}, [], {}
     for event in xids:
-        key = (_pci_key(event["device"]), event["xid"])
+        device = pci_key(event["device"])
+        severity, action, bucket, why = _rate_xid(event, earlier.setdefault(device, []))
+        earlier[device].append(event["xid"])
+        key = (device, event["xid"], bucket, severity)
         if key in seen:
             seen[key]["count"] += 1
             continue
-        finding = make_finding("xid_%d" % event["xid"], event["line"], severities, _pci_key(event["device"]))
+        finding = make_finding("xid_%d" % event["xid"], event["line"], severities, device,
+                               rating=(severity, action, bucket, _xid_summary(event["xid"], why)))
         finding["count"] = 1
         seen[key] = finding
         findings.append(finding)
     return findings
+
+
+def _node_wide(gpus, severities):
+    """The node's findings of NODE_WIDE that every GPU of it has (of two or more), taken off the GPUs."""
+    found = []
+    for finding, own in NODE_WIDE if len(gpus) > 1 else ():
+        each = [next((item for item in gpu.findings if item["id"] == finding), None) for gpu in gpus]
+        if None in each:
+            continue
+        for gpu, item in zip(gpus, each):
+            gpu.findings = [other for other in gpu.findings if other is not item]
+        evidences = [item["evidence"] for item in each]
+        evidence = "all %d GPUs: %s" % (len(gpus), evidences[0]) if len(set(evidences)) == 1 else "; ".join(
+            "GPU %d: %s" % (gpu.facts["index"], item) for gpu, item in zip(gpus, evidences))
+        default, action, summary = FINDINGS[finding]
+        node = make_finding(finding, evidence, severities, rating=(own[0], action, own[1], own[2]) if own else (
+            default, action, catalogue.ACTION_BUCKETS[action], "%s, on every GPU of the node" % summary))
+        node["gpus"] = [gpu.facts["bus_id"] for gpu in gpus]
+        found.append(node)
+    return found
 
 
 def verdict_of(findings):
@@ -666,17 +1148,20 @@ def verdict_of(findings):
 
 
 def assess(state, message, details, nvlink="", kernel_lines=None, dcgm_results=None, severity_overrides=None,
-           fabric=None, reading=None):
+           fabric=None, reading=None, nvlink_status=None, dcgm_rc=None):
     """The node's health from what the commands printed.
 
-    state, message: nvidia_smi.state_of() of `nvidia-smi -q` and what it said; details: its output; nvlink: the
-    output of `nvidia-smi nvlink -e`; kernel_lines: the kernel log's lines since boot, None when it was not read;
-    dcgm_results: parse_dcgm_diag() of `dcgmi diag`'s output, None when it did not run; fabric: pcie_fabric.observe()
-    of the PCIe fabric between the GPUs, None when it was not read; reading: the Reading that bounds the parsing and
-    says what was cut (a fresh one, without a deadline, when not given)."""
+    state, message: nvidia_smi.state_of() of `nvidia-smi -q` and what it said; details: its output; nvlink,
+    nvlink_status: the output of `nvidia-smi nvlink -e` and `-s` (the latter None where it was not read);
+    kernel_lines: the kernel log's lines since boot,
+    None when it was not read; dcgm_results: parse_dcgm_diag() of `dcgmi diag`'s output, None when it did not run, and
+    dcgm_rc its exit status (None when not known); fabric: pcie_fabric.observe() of the PCIe fabric between the GPUs,
+    None when it was not read; reading: the Reading that bounds the parsing and says what was cut (a fresh one,
+    without a deadline, when not given)."""
     reading = reading or Reading()
-    return _assess(state, message, parse_details(details, reading) if state == "ok" else [], nvlink, kernel_lines,
-                   dcgm_results, severity_overrides, fabric, reading)
+    return _assess(state, message, parse_details(details, reading) if state == "ok" else [], dict(
+        nvlink=nvlink, nvlink_status=nvlink_status, kernel_lines=kernel_lines, dcgm_results=dcgm_results,
+        dcgm_rc=dcgm_rc, fabric=fabric), severity_overrides, reading)
 
 
 def _worst(findings, limit):
@@ -686,8 +1171,8 @@ def _worst(findings, limit):
     return set(id(findings[index]) for index in order[:limit])
 
 
-def _assess(state, message, parsed, nvlink, kernel_lines, dcgm_results, severity_overrides, fabric, reading):
-    """assess() of parse_details()'s GPUs."""
+def _assess(state, message, parsed, outputs, severity_overrides, reading):
+    """assess() of parse_details()'s GPUs and the other outputs (assess()'s arguments of the same names)."""
     severities = dict(severity_overrides or {})
     gpus = []
     for index, each in enumerate(parsed):
@@ -695,22 +1180,32 @@ def _assess(state, message, parsed, nvlink, kernel_lines, dcgm_results, severity
         for check in CHECKS:
             check(gpu)
         gpus.append(gpu)
-    nvlink_errors = parse_nvlink_errors(nvlink or "", reading)
+    node_findings = _node_wide(gpus, severities)
+    nvlink_errors = parse_nvlink_errors(outputs["nvlink"] or "", reading)
     for gpu in gpus:
         if gpu.value("gpu uuid") in nvlink_errors:
             gpu.add("nvlink_errors", "; ".join(nvlink_errors[gpu.value("gpu uuid")]))
-    node_findings = []
-    events = kernel_events(reading.lines(kernel_lines or [], "the kernel log", KERNEL_LINES))
-    by_device = dict((_pci_key(gpu.facts["bus_id"]), gpu) for gpu in gpus)
+    status = parse_nvlink_status(outputs["nvlink_status"] or "", reading)
+    owned, unlisted = _nvlink_status_findings(status, gpus, severities)
+    for index, found in owned.items():
+        gpus[index].findings.extend(found)
+    node_findings.extend(unlisted)
+    events = kernel_events(reading.lines(outputs["kernel_lines"] or [], "the kernel log", KERNEL_LINES))
+    by_device = dict((pci_key(gpu.facts["bus_id"]), gpu) for gpu in gpus)
     for finding in _xid_findings(events["xids"], severities):
         owner = by_device.get(finding["gpu"])
         if owner is None:
             node_findings.append(finding)  # a GPU that fell off the bus is no longer in nvidia-smi's list
         else:
             finding["gpu"] = owner.facts["bus_id"]
+            finding["gpus"] = [finding["gpu"]]
             owner.findings.append(finding)
-    node_findings.extend(_dcgm_findings(dcgm_results or [], severities))
-    fabric_summary = None
+    # nvidia-smi nvlink -s read and empty, and no GPU of an NVSwitch fabric: the node has no NVLink.
+    without_nvlink = outputs["nvlink_status"] is not None and not status and not any(
+        gpu.facts["fabric_state"] for gpu in gpus)
+    node_findings.extend(_dcgm_findings(outputs["dcgm_results"] or [], [gpu.facts for gpu in gpus],
+                                        outputs["dcgm_rc"], severities, without_nvlink))
+    fabric, fabric_summary = outputs["fabric"], None
     if fabric is not None:
         weighed = pcie_fabric.weigh(fabric, [gpu.facts["bus_id"] for gpu in gpus])
         node_findings.extend(make_finding(finding, evidence, severities) for finding, evidence in weighed["findings"])
@@ -816,6 +1311,11 @@ def gather(nvidia_smi, dcgmi, run, read_kernel_log, options, read_fabric=pcie_fa
         state, message = state_of(rc, details + err[:LINE_CHARS]), _said(details, err) if rc else ""
     parsed = parse_details(details, reading) if state == "ok" else []
     nvlink = command([nvidia_smi] + list(NVLINK_ARGV))[1] if state == "ok" else ""
+    nvlink_status = None
+    if state == "ok":
+        rc, out, _err = command([nvidia_smi] + list(NVLINK_STATUS_ARGV))
+        # What a failed nvidia-smi nvlink -s printed says nothing of the links.
+        nvlink_status = out if rc == 0 else None
     kernel = dict(read=options["kernel_log"], source=None, problem=None)
     lines = None
     if options["kernel_log"]:
@@ -838,7 +1338,39 @@ def gather(nvidia_smi, dcgmi, run, read_kernel_log, options, read_fabric=pcie_fa
     fabric = None
     if options.get("pcie_fabric"):
         fabric = pcie_fabric.observe(read_fabric, command, nvidia_smi if state == "ok" else None, len(parsed))
-    health = _assess(state, message, parsed, nvlink, lines, dcgm and dcgm["results"], options["severity_overrides"],
-                     fabric, reading)
+    health = _assess(state, message, parsed, dict(
+        nvlink=nvlink, nvlink_status=nvlink_status, kernel_lines=lines, dcgm_results=dcgm and dcgm["results"],
+        dcgm_rc=dcgm and dcgm["rc"], fabric=fabric), options["severity_overrides"], reading)
     health.update(kernel_log=kernel, dcgm_diag=dcgm)
+    return health
+
+
+def assess_evidence(evidence, severity_overrides=None, deadline=None):
+    """The node's health from its saved outputs: evidence is gpu_evidence.read_evidence()'s {path, inputs (by
+    command, the kernel log's as lines), found, missing, cut}; what it found is assessed as gather() assesses a live
+    host's outputs, without the PCIe fabric (a saved bundle holds no sysfs tree) or dcgmi's exit status."""
+    reading = Reading(deadline)
+    for said in evidence["cut"]:
+        reading.note(said)
+    inputs = evidence["inputs"]
+    details = inputs.get("nvidia-smi -q")
+    if details is None:
+        state, message, parsed = "not_in_evidence", "the evidence holds no output of nvidia-smi -q", []
+    else:
+        details = reading.text(details, "nvidia-smi -q", DETAILS_CHARACTERS)
+        state = state_of(0, details)
+        message = "" if state == "ok" else _said(details, "")
+        parsed = parse_details(details, reading) if state == "ok" else []
+    dcgm = inputs.get("dcgmi diag")
+    results = None if dcgm is None else parse_dcgm_diag(dcgm, reading)
+    lines = inputs.get("the kernel log")
+    health = _assess(state, message, parsed, dict(
+        nvlink=inputs.get("nvidia-smi nvlink -e"), nvlink_status=inputs.get("nvidia-smi nvlink -s"),
+        kernel_lines=lines, dcgm_results=results, dcgm_rc=None, fabric=None), severity_overrides, reading)
+    health.update(
+        kernel_log=dict(read=lines is not None, source=evidence["sources"].get("the kernel log"),
+                        problem=None if lines is not None else "the evidence holds no kernel log"),
+        dcgm_diag=None if results is None else dict(level=None, rc=None, results=results, problem=None if results
+                                                    else "the saved dcgmi diag output holds no result"),
+        evidence=dict(path=evidence["path"], found=evidence["found"], missing=evidence["missing"]))
     return health

@@ -7,11 +7,20 @@
 A server killed by the OOM killer (SIGKILL) or stopped by a GPU fault often leaves no
 traceback in its own log; the kernel log says what happened. Lines come from
 ``/dev/kmsg`` (``<prio>,<seq>,<usec>,<flags>;<message>``), ``dmesg``
-(``[<seconds>] <message>``), ``journalctl -k -o short-monotonic`` or a syslog file
-(``<date> <host> kernel: [<seconds>] <message>``). Times are seconds since boot, the clock
-of a process's start time in /proc/<pid>/stat, so "since the launch" is a comparison;
-lines with a wall-clock time only (``dmesg -T``) cannot be dated against a launch and
-count only when no launch time is given.
+(``[<seconds>] <message>``, ``-r``'s ``<prio>`` before it, ``-x``'s ``kern  :warn  : ``,
+``--time-format iso``'s ``2024-05-01T10:00:00,123456+00:00 ``, ``-T``'s
+``[Wed May  1 10:00:00 2024] ``), ``journalctl -k`` (``May 01 10:00:00 host kernel: ``, the
+month in any language, ``-o short-iso`` or ``-o short-monotonic``), a syslog file
+(``<date> <host> kernel: [<seconds>] <message>``), or the kernel sections of an
+nvidia-bug-report.log. Times are seconds since boot, the clock of a process's start time in
+/proc/<pid>/stat, so "since the launch" is a comparison; lines with a wall-clock time only
+cannot be dated against a launch and count only when no launch time is given.
+
+A GPU that falls off the bus before the driver has a channel on it (at probe time) is named
+in the driver's "The NVIDIA GPU <address> ... has fallen off the bus and is not responding
+to commands" over three lines (one /dev/kmsg record), and newer drivers add "GPU <address>:
+GPU has fallen off the bus." to an Xid 79: either, without an Xid 79 line of that GPU, counts
+as its Xid 79, as NVIDIA's NVSentinel counts it.
 
 The kernel's messages quote what users choose (a ``traps:`` line names the file a
 faulting process ran from), so an event is read only from a message that begins with
@@ -34,11 +43,17 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text im
 # A number the kernel writes (a pid, an Xid, a time, a size) has at most 20 digits, an unsigned 64-bit integer's: a
 # longer one is not the kernel's, and the pattern does not match (int() refuses strings of more than 4300 digits).
 KMSG = re.compile(r"(?P<priority>\d{1,20}),(?P<sequence>\d{1,20}),(?P<usec>\d{1,20}),[^;]*;(?P<message>.*)")
-# What syslog and the journal put before a kernel message: "<date> <host> kernel: " (the host may be left out),
+# dmesg -r's priority ("<4>"), and dmesg -x's facility and level ("kern  :warn  : "), before anything else.
+RAW_PRIORITY = re.compile(r"<\d{1,3}>")
+FACILITY_LEVEL = re.compile(r"[a-z0-9]{2,8} *:[a-z]{3,6} *: ")
+# What syslog and the journal put before a kernel message: "<date> <host> kernel: " (the host may be left out; the
+# month is the locale's, "kwi 15 07:56:59" in Polish), journalctl -o short-iso's "<ISO time> <host> kernel: ",
 # journalctl -o short-monotonic's "[<seconds>] <host> kernel: ", or a bare "kernel: ".
 LOGGER_PREFIX = re.compile(
-    r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.,+-]+)(?: [\w.-]+)? "
+    r"(?:(?:[^\s\d]{1,16} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?|\d{4}-\d\d-\d\dT[\d:.,+-]+)(?: [\w.-]+)? "
     r"|\[\s*(?P<seconds>\d{1,20}\.\d{1,20})\] [\w.-]+ )?kernel: ")
+# dmesg --time-format iso's wall-clock time, alone before the message.
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[\d:.,+-]{0,24} ")
 # printk's own time, in dmesg and syslog files, or dmesg --ctime's wall-clock time.
 PRINTK_TIME = re.compile(r"\[\s*(?P<seconds>\d{1,20}\.\d{1,20})\] ?"
                          r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ")
@@ -59,6 +74,19 @@ ANON_RSS = re.compile(r"anon-rss:(?P<kb>[\d,]{1,27})kB")
 # Bounds: an Xid storm logs thousands of lines; the first ones after a launch are the cause, what follows
 # is mostly their consequence ("Xid 45 ... caused by previous Xid").
 MAX_EVENTS = 50
+# The GPUs whose Xid 79 was seen, kept so that the driver's other words for it count once: a host has at most a few
+# dozen GPUs, and a log that names more is not read for more.
+MAX_FALLEN_DEVICES = 1024
+# The driver's words for a GPU that fell off the bus, besides an Xid 79 line: at probe time "NVRM: The NVIDIA GPU
+# <address>" then "(PCI ID: ...) installed in this system has" then "fallen off the bus and is not responding to
+# commands." (continuation lines, or one /dev/kmsg record); next to an Xid 79 "NVRM: GPU <address>: GPU has fallen off
+# the bus.".
+THE_GPU = "NVRM: The NVIDIA GPU "
+NOT_RESPONDING = "fallen off the bus and is not responding to commands"
+GPU_AT = "NVRM: GPU "
+HAS_FALLEN = ": GPU has fallen off the bus."
+FALLEN_LINES = 3
+PCI_CHARACTERS = frozenset("0123456789abcdefABCDEF:.")
 KMSG_PATH = "/dev/kmsg"
 MAX_KMSG_RECORDS = 1 << 20
 READ_SECONDS = 10
@@ -113,8 +141,11 @@ def split_line(line):
     record = KMSG.match(line)
     if record:
         return int(record.group("usec")) / 1e6, record.group("message")
-    logger = LOGGER_PREFIX.match(line)
-    seconds = logger.group("seconds") if logger else None
+    for prefix in (RAW_PRIORITY, FACILITY_LEVEL):
+        found = prefix.match(line)
+        line = line[found.end():] if found else line
+    logger = LOGGER_PREFIX.match(line) or ISO_TIME.match(line)
+    seconds = logger.groupdict().get("seconds") if logger else None
     message = line[logger.end():] if logger else line
     printk = PRINTK_TIME.match(message)
     if printk:
@@ -137,11 +168,65 @@ def _xid_event(match):
             "meaning": meaning, "action": action}
 
 
+def _fallen_event(device):
+    """The Xid 79 of a GPU the driver says fell off the bus without an Xid line."""
+    meaning, action = XID_MEANINGS[79]
+    return {"xid": 79, "device": device, "pid": None, "name": None,
+            "detail": "GPU has fallen off the bus (the driver's message, no Xid line)", "meaning": meaning,
+            "action": action}
+
+
 def _oom_event(match, message):
     rss = ANON_RSS.search(message)
     return {"pid": int(match.group("pid")), "name": match.group("name"),
             "scope": "memory cgroup" if match.group("cgroup") else "system",
             "anon_rss_kb": int(rss.group("kb").replace(",", "")) if rss else None}
+
+
+def pci_key(address):
+    """domain:bus:device of a PCI address as nvidia-smi (8-digit domain), the kernel's Xid lines (4) or its other
+    messages (with the function) write it."""
+    parts = address.lower().split(":")
+    return "%s:%s:%s" % (parts[0][-4:], parts[1], parts[2].split(".")[0]) if len(parts) == 3 else address.lower()
+
+
+def _pci_address(text):
+    """The PCI address text starts with ("0000:5d:00.0"), else None."""
+    end = 0
+    while end < min(len(text), 24) and text[end] in PCI_CHARACTERS:
+        end += 1
+    address = text[:end].rstrip(":.")
+    return address if address.count(":") == 2 else None
+
+
+class _FallenOffTheBus(object):
+    """The driver's messages of a GPU fallen off the bus other than an Xid 79 line, read one at a time: (the GPU's
+    address, the message, the time of its first line) once they are whole."""
+
+    def __init__(self):
+        self.device, self.left, self.first, self.seconds = None, 0, None, None
+
+    def read(self, text, seconds):
+        if text.startswith(THE_GPU):
+            self.device, self.left, self.first = _pci_address(text[len(THE_GPU):]), FALLEN_LINES, text
+            self.seconds = seconds
+            return self._whole(text)
+        if text.startswith(GPU_AT) and text.endswith(HAS_FALLEN):
+            self.device = None
+            return _pci_address(text[len(GPU_AT):]), text, seconds
+        if self.device is None or not text:
+            return None
+        self.left -= 1
+        found = self._whole(text)
+        if found is None and self.left <= 0:
+            self.device = None
+        return found
+
+    def _whole(self, text):
+        if NOT_RESPONDING not in text:
+            return None
+        device, first, self.device = self.device, self.first, None
+        return (device, first if first == text else "%s ... %s" % (first, text), self.seconds) if device else None
 
 
 def kernel_events(lines, since=None, server_pids=(), server_names=()):
@@ -165,16 +250,23 @@ def kernel_events(lines, since=None, server_pids=(), server_names=()):
             return "sglang process title"
         return "process name" if name in names else None
 
+    fallen, xid_79 = _FallenOffTheBus(), set()
     for line in lines:
         seconds, message = split_line(line[:LINE_CHARS])
         if since is not None and (seconds is None or seconds < since):
             continue
         xid = XID.match(message)
         oom = None if xid else OOM_KILL.match(message)
+        off_the_bus = None if xid or oom else fallen.read(message.strip(), seconds)
         if xid:
             event, kind = _xid_event(xid), "xid"
+            if event["xid"] == 79 and len(xid_79) < MAX_FALLEN_DEVICES:
+                xid_79.add(pci_key(event["device"]))
         elif oom:
             event, kind = _oom_event(oom, message), "oom_kill"
+        elif off_the_bus and pci_key(off_the_bus[0]) not in xid_79 and len(xid_79) < MAX_FALLEN_DEVICES:
+            xid_79.add(pci_key(off_the_bus[0]))
+            event, kind, message, seconds = _fallen_event(off_the_bus[0]), "xid", off_the_bus[1], off_the_bus[2]
         else:
             continue
         how = matched_by(event)

@@ -127,6 +127,15 @@ def test_an_oom_kill_quoted_inside_another_message_is_no_kill(line):
 
 
 @pytest.mark.parametrize("line, seconds, message", [
+    # dmesg -x, dmesg --time-format iso (with -x or without), dmesg -r, journalctl -k in Polish, -o short-iso,
+    # -o short-precise.
+    ("kern  :warn  : [  123.456000] NVRM: x", 123.456, "NVRM: x"),
+    ("kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: x", None, "NVRM: x"),
+    ("2024-05-01T10:00:00,123456+00:00 NVRM: x", None, "NVRM: x"),
+    ("<4>[ 1126.635824] NVRM: x", 1126.635824, "NVRM: x"),
+    ("kwi 15 07:56:59 testowy kernel: NVRM: x", None, "NVRM: x"),
+    ("2026-03-25T13:14:27+0100 host kernel: NVRM: x", None, "NVRM: x"),
+    ("May 01 10:00:00.123456 host kernel: NVRM: x", None, "NVRM: x"),
     ("May 15 23:09:30 host-1 kernel: [  518.050606] Out of memory: x", 518.050606, "Out of memory: x"),
     ("May 18 19:02:39 kernel: NVRM: x", None, "NVRM: x"),
     ("kernel: NVRM: x", None, "NVRM: x"),
@@ -137,6 +146,8 @@ def test_an_oom_kill_quoted_inside_another_message_is_no_kill(line):
     ("NVRM: x", None, "NVRM: x"),
     # Only the line's start is a prefix: a time or a "kernel:" further on is the message's.
     ("traps: kernel: [5.0] NVRM: x", None, "traps: kernel: [5.0] NVRM: x"),
+    # A program's own line, with an ISO time: no kernel message.
+    ("2026-05-18T19:02:39 node7 myprog[99]: NVRM: x", None, "node7 myprog[99]: NVRM: x"),
 ])
 def test_the_prefixes_are_taken_from_the_lines_start_only(line, seconds, message):
     assert core.split_line(line) == (seconds, message)
@@ -394,3 +405,51 @@ def test_kmsg_reading_is_bounded_in_the_time_given(monkeypatch, tmp_path):
     path = fake_kmsg(monkeypatch, tmp_path, itertools.repeat(b"6,1,100,-;again\n"))
     # Taken at 0, a deadline of 2 s: a read at 1, none at 2.
     assert core.read_kmsg(path, clock=itertools.count().__next__, seconds=2) == ["6,1,100,-;again"]
+
+
+GPU_HEALTH = DATA.parent / "gpu_health"
+
+
+@pytest.mark.parametrize("name, expected", [
+    # Plain dmesg, dmesg -x --time-format iso, dmesg -T, journalctl -k with a Polish month, bare messages.
+    ("kernel-dmesg-xid79-h100.txt", [(79, "0000:5d:00", 4254.19786)]),
+    ("kernel-dmesg-x-iso-xid13-xid43.txt", [(13, "0000:38:00", None)] * 16 + [(43, "0000:38:00", None)]),
+    ("kernel-dmesg-ctime-xid119-h100.txt", [(119, "0000:9b:00", None)]),
+    ("kernel-journal-polish-month-xid38-xid109.txt", [(38, "0000:07:00", None)] + [(109, "0000:07:00", None)] * 5),
+    ("kernel-xid79-xid154-pf-flr-r610.txt", [(79, "0000:01:00", None), (154, "0000:01:00", None)]),
+    # The driver's "fallen off the bus" without an Xid line, over three lines (dmesg's continuation lines, the
+    # journal's): its Xid 79.
+    ("kernel-dmesg-fallen-off-the-bus-no-xid-h100.txt", [(79, "0000:5d:00.0", 14387.209961)]),
+    ("kernel-dmesg-fallen-off-the-bus-no-xid-open-570.txt", [(79, "0000:b3:00.0", 1843.308145)]),
+    ("kernel-journalctl-k-fallen-off-the-bus-no-xid-b200.txt", [(79, "0000:18:00.0", None)]),
+    # "GPU 0000:06:00.0: GPU has fallen off the bus." after the Xid 79 line of that GPU: the same event.
+    ("kernel-xid79-no-pid-rtx5090.txt", [(79, "0000:06:00", None)]),
+    # Module loading, NVSwitch device opens, a PCIe link a switch limits: none.
+    ("kernel-dmesg-r-module-load.txt", []),
+    ("kernel-kmsg-nvswitch-open.txt", []),
+    ("kernel-dmesg-pcie-limited-by-gen4-switch.txt", []),
+])
+def test_the_kernel_log_is_read_in_each_of_its_shapes(name, expected):
+    found = core.kernel_events((GPU_HEALTH / name).read_text().splitlines())
+    assert [(event["xid"], event["device"], event["time"]) for event in found["xids"]] == expected
+    assert found["xid_count"] == len(expected)
+
+
+def test_a_gpu_fallen_off_the_bus_in_one_kmsg_record_is_its_xid_79():
+    record = ("4,812,14387209961,-;NVRM: The NVIDIA GPU 0000:5d:00.0\\x0aNVRM: (PCI ID: 10de:2330) installed in this "
+              "system has\\x0aNVRM: fallen off the bus and is not responding to commands.\\x0a")
+    (event,) = core.kernel_events([record])["xids"]
+    assert (event["xid"], event["device"], event["pid"], event["detail"]) == (
+        79, "0000:5d:00.0", None, "GPU has fallen off the bus (the driver's message, no Xid line)")
+
+
+@pytest.mark.parametrize("lines", [
+    # The words quoted by someone else, a GPU named without the driver's next lines, too far from them.
+    ["[ 1.0] audit: comm=\"NVRM: The NVIDIA GPU 0000:5d:00.0 has fallen off the bus and is not responding to "
+     "commands\""],
+    ["[ 1.0] NVRM: The NVIDIA GPU 0000:5d:00.0", "[ 2.0] usb 1-1: new device", "[ 3.0] usb 1-1: gone",
+     "[ 4.0] usb 1-2: new device", "[ 5.0] NVRM: fallen off the bus and is not responding to commands."],
+    ["[ 1.0] NVRM: The NVIDIA GPU not-an-address", "NVRM: fallen off the bus and is not responding to commands."],
+])
+def test_fallen_off_the_bus_counts_only_as_the_driver_says_it(lines):
+    assert core.kernel_events(lines)["xids"] == []

@@ -407,11 +407,12 @@ OPTIONS = dict(severity_overrides={}, kernel_log=False, dcgm_diag=False, dcgm_di
 def test_gather_reads_the_p2p_matrix_where_nvidia_smi_lists_two_gpus(tmp_path, recorder):
     gns = (DATA / "gpu_health" / "p2p-rtx5090-2gpu-gns.txt").read_text()
     run, calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", ""),
+                           ("nvlink", "-s"): (0, "", ""),
                            ("topo", "-p2p", "r"): (0, gns, ""), ("topo", "-p2p", "w"): (0, gns, ""),
                            ("topo", "-m"): (0, "", "")})
     tree = switch_box(tmp_path, downstream_acs=0, iommu=None, cmdline="")
     health = gpu_health.gather("/usr/bin/nvidia-smi", None, run, None, OPTIONS, tree.read)
-    assert [call[1:] for call in calls[2:]] == [["topo", "-p2p", "r"], ["topo", "-p2p", "w"], ["topo", "-m"]]
+    assert [call[1:] for call in calls[3:]] == [["topo", "-p2p", "r"], ["topo", "-p2p", "w"], ["topo", "-m"]]
     assert [(finding["id"], finding["severity"]) for finding in health["findings"]] == [
         ("p2p_not_supported", "degraded")]
     assert health["pcie_fabric"]["p2p"]["write"] == {"GPU0": {"GPU1": "GNS"}, "GPU1": {"GPU0": "GNS"}}
@@ -419,6 +420,7 @@ def test_gather_reads_the_p2p_matrix_where_nvidia_smi_lists_two_gpus(tmp_path, r
 
 def test_a_p2p_command_that_fails_is_a_problem_not_a_finding(tmp_path, recorder):
     run, _calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", ""),
+                           ("nvlink", "-s"): (0, "", ""),
                             ("topo", "-p2p", "r"): (2, "", "Invalid combination of input arguments."),
                             ("topo", "-p2p", "w"): (2, "", "Invalid combination of input arguments."),
                             ("topo", "-m"): (2, "", "")})
@@ -432,10 +434,10 @@ def test_a_p2p_command_that_fails_is_a_problem_not_a_finding(tmp_path, recorder)
 def test_the_real_single_h200_has_no_fabric_finding_and_runs_no_topology_command(tmp_path, recorder):
     # tests/data/h200: one H200, no sysfs tree recorded; read here from none at all.
     run, calls = recorder({("-q",): (0, (DATA / "h200" / "gpu_health_q.txt").read_text(), ""),
-                           ("nvlink", "-e"): (0, "", "")})
+                           ("nvlink", "-e"): (0, "", ""), ("nvlink", "-s"): (0, "", "")})
     health = gpu_health.gather("/usr/bin/nvidia-smi", None, run, None, OPTIONS,
                                lambda: core.read_fabric(str(tmp_path / "sys"), str(tmp_path / "proc")))
-    assert [call[1:] for call in calls] == [["-q"], ["nvlink", "-e"]]
+    assert [call[1:] for call in calls] == [["-q"], ["nvlink", "-e"], ["nvlink", "-s"]]
     assert (health["verdict"], health["counts"]) == ("healthy", dict(unhealthy=0, degraded=0, info=1))
     assert health["findings"] == [] and health["pcie_fabric"]["gpus"] == []
 
@@ -444,7 +446,8 @@ def test_the_real_2x_h200_linked_by_nvlink_has_no_fabric_finding(tmp_path, recor
     host = (DATA / "h200" / "host.txt").read_text()
     topology = host.split("$ sh -c nvidia-smi topo -m\n")[1].split("\n[exit ")[0]
     run, _calls = recorder({("-q",): (0, (DATA / "h200" / "nvidia-smi-q.txt").read_text(), ""),
-                            ("nvlink", "-e"): (0, "", ""), ("topo", "-p2p", "r"): (0, "", ""),
+                            ("nvlink", "-e"): (0, "", ""), ("nvlink", "-s"): (0, "", ""),
+                            ("topo", "-p2p", "r"): (0, "", ""),
                             ("topo", "-p2p", "w"): (0, "", ""), ("topo", "-m"): (0, topology, "")})
     health = gpu_health.gather("/usr/bin/nvidia-smi", None, run, None, OPTIONS,
                                lambda: core.read_fabric(str(tmp_path / "sys"), str(tmp_path / "proc")))
@@ -453,12 +456,13 @@ def test_the_real_2x_h200_linked_by_nvlink_has_no_fabric_finding(tmp_path, recor
 
 
 def test_the_fabric_is_not_read_when_turned_off(tmp_path, recorder):
-    run, calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", "")})
+    run, calls = recorder({("-q",): (0, two_gpus_of_the_box(), ""), ("nvlink", "-e"): (0, "", ""),
+                           ("nvlink", "-s"): (0, "", "")})
 
     def read():
         raise AssertionError("read")
     health = gpu_health.gather("/usr/bin/nvidia-smi", None, run, None, dict(OPTIONS, pcie_fabric=False), read)
-    assert (health["pcie_fabric"], len(calls)) == (None, 2)
+    assert (health["pcie_fabric"], len(calls)) == (None, 3)
 
 
 def test_every_fabric_finding_is_data_with_an_action():

@@ -48,7 +48,8 @@ def test_the_h200_is_healthy_and_nothing_changed_even_in_check_mode(h200, capsys
     assert (result["changed"], result["verdict"], result["counts"]) == (
         False, "healthy", {"unhealthy": 0, "degraded": 0, "info": 1})
     # Each command gets what is left of the module's timeout.
-    assert [argv for argv, _timeout in h200] == [["/usr/bin/nvidia-smi", "-q"], ["/usr/bin/nvidia-smi", "nvlink", "-e"]]
+    assert [argv for argv, _timeout in h200] == [["/usr/bin/nvidia-smi", "-q"], ["/usr/bin/nvidia-smi", "nvlink", "-e"],
+                                                 ["/usr/bin/nvidia-smi", "nvlink", "-s"]]
     assert all(25 < timeout <= 30 for _argv, timeout in h200)
     assert result["kernel_log"] == {"read": True, "source": "/dev/kmsg", "problem": None}
     assert result["summary"] == "healthy: 1 GPU(s), no unhealthy or degraded finding"
@@ -109,11 +110,36 @@ def test_the_timeout_bounds_the_whole_module_each_command_getting_what_is_left(h
     result = result_of({"timeout": 150}, capsys, monkeypatch)
     assert h200 == [(["/usr/bin/nvidia-smi", "-q"], 150), (["/usr/bin/nvidia-smi", "nvlink", "-e"], 50)]
     assert result["cut"] == ["nvidia-smi nvlink -e: cut short: the deadline (timeout 150 s) had passed",
+                             "nvidia-smi nvlink -s: not run: the deadline (timeout 150 s) had passed",
                              "the kernel log: not read: the deadline (timeout 150 s) had passed"]
-    assert (result["verdict"], result["kernel_log"]["problem"]) == ("unknown", result["cut"][1])
+    assert (result["verdict"], result["kernel_log"]["problem"]) == ("unknown", result["cut"][2])
 
 
 @pytest.mark.parametrize("timeout", [0, -5])
 def test_a_timeout_of_no_seconds_is_refused(capsys, monkeypatch, timeout):
     result = result_of({"timeout": timeout}, capsys, monkeypatch)
     assert result["failed"] and result["msg"].startswith("timeout=%d: " % timeout)
+
+
+def test_saved_evidence_is_assessed_without_running_or_reading_anything_of_the_host(tmp_path, monkeypatch, capsys):
+    def refused(*args, **kwargs):
+        raise AssertionError("the host was read")
+    for name in ("run_bounded", "read_kernel_log", "read_fabric"):
+        monkeypatch.setattr(module, name, refused)
+    (tmp_path / "nvidia-smi-q.txt").write_text((DATA / "h200" / "gpu_health_q.txt").read_text())
+    (tmp_path / "nvlink-s.txt").write_text((DATA / "gpu_health" / "nvlink-s-v100-two-inactive.txt").read_text())
+    (tmp_path / "journalctl-k.txt").write_text(
+        (DATA / "gpu_health" / "kernel-journal-polish-month-xid38-xid109.txt").read_text())
+    result = result_of({"evidence_path": str(tmp_path), "_ansible_check_mode": True}, capsys, monkeypatch)
+    assert (result["changed"], result["verdict"], result["evidence"]["missing"]) == (
+        False, "unhealthy", ["nvidia-smi nvlink -e", "dcgmi diag"])
+    assert [(finding["id"], finding["bucket"]) for finding in result["findings"]] == [
+        ("nvlink_inactive", "WORKFLOW_NVLINK_ERR"), ("xid_38", "IGNORE"), ("xid_109", "RESET_GPU")]
+    assert (result["kernel_log"]["source"], result["dcgm_diag"], result["pcie_fabric"]) == (
+        "journalctl-k.txt", None, None)
+
+
+def test_evidence_that_is_not_there_fails_naming_the_option(tmp_path, capsys, monkeypatch):
+    result = result_of({"evidence_path": str(tmp_path / "none")}, capsys, monkeypatch)
+    assert result["failed"] and result["msg"] == "evidence_path=%s does not exist: give a directory of saved " \
+        "outputs or an nvidia-bug-report.log(.gz)" % (tmp_path / "none")
