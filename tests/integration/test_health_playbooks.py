@@ -119,6 +119,91 @@ def test_health_refuses_a_drain_without_a_hook_before_it_reads_anything(tmp_path
     assert not report_path.exists()
 
 
+def hooks(drain):
+    """The options that give the drain hook, and an undrain hook that must not run (it fails)."""
+    undrain = drain.with_name("undrain.yml")
+    undrain.write_text(yaml.safe_dump([{"name": "Fail: nothing may be undrained", "ansible.builtin.fail": {
+        "msg": "undrained"}}]))
+    return ["-e", "gpu_node_upgrade_drain_tasks=%s" % drain, "-e", "gpu_node_upgrade_undrain_tasks=%s" % undrain]
+
+
+def remediation(report_path):
+    return json.loads(report_path.read_text())["localhost"]["remediation"]
+
+
+def test_the_remediation_plan_is_shown_and_changes_nothing(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health("h200_row_remap_failure", tmp_path, "-e",
+                                              "gpu_node_health_remediate=plan", "-e",
+                                              "gpu_node_upgrade_drain_tasks=%s" % hook)
+    assert returncode == 0, results
+    assert results["Say the node's plan"]["msg"].startswith(
+        "localhost: keep_out; stops its place in rotation (the drain hook %s). the node stays out of rotation: "
+        "row_remap_failure on GPU 1 (00000000:00:07.0)" % hook)
+    planned = remediation(report_path)
+    assert (planned["action"], planned["outcome"], planned["steps"]) == ("keep_out", "planned", [])
+    assert results["Say each node's verdict"]["msg"][1:3] == [
+        "Remediation (plan):", "localhost: planned: " + planned["plan"]["line"]]
+    assert not marker.exists()
+
+
+def test_an_applied_remediation_drains_a_node_that_needs_a_person_and_keeps_it_out(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health("h200_row_remap_failure", tmp_path, "-e",
+                                              "gpu_node_health_remediate=apply", *hooks(hook))
+    assert returncode == 0, results
+    applied = remediation(report_path)
+    assert (applied["outcome"], [step["step"] for step in applied["steps"]]) == ("kept out", ["drained"])
+    assert applied["why"] == applied["plan"]["why"]
+    assert marker.read_text() == "localhost\n"
+
+
+def test_an_applied_remediation_in_check_mode_drains_nothing(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health("h200_row_remap_failure", tmp_path, "--check", "-e",
+                                              "gpu_node_health_remediate=apply", *hooks(hook))
+    assert returncode == 0, results
+    assert remediation(report_path)["outcome"] == "checked"
+    assert not marker.exists()
+
+
+def test_a_healthy_node_is_not_touched_by_an_applied_remediation(tmp_path, hook):
+    hook, marker = hook
+    returncode, results, report_path = health("h200_health", tmp_path, "-e", "gpu_node_health_remediate=apply",
+                                              *hooks(hook))
+    assert returncode == 0, results
+    assert (remediation(report_path)["action"], remediation(report_path)["outcome"]) == ("none", "no action")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("options, task, message", [
+    (["-e", "gpu_node_health_remediate=fix"], "Ensure the remediation asked for is known, and is not asked for "
+     "beside the plain drain", "gpu_node_health_remediate=fix: use plan (show what would be done about each node's "
+     "GPU health) or apply (do it), or leave it unset. Nothing was read or changed."),
+    (["-e", "gpu_node_health_remediate=apply"], "Ensure a drain asked for has its hook",
+     "gpu_node_health_remediate=apply drains each node it acts on, but gpu_node_upgrade_drain_tasks names no task "
+     "file to drain a node with and the inventory has no model gateway (group gateway): give the hook's absolute "
+     "path (the upgrade's drain hook), or show the plan alone (gpu_node_health_remediate=plan). Nothing was read or "
+     "changed."),
+    (["-e", "gpu_node_health_remediate=apply", "-e", "gpu_node_upgrade_drain_tasks=/srv/lb/drain.yml"],
+     "Ensure an applied remediation can put a node back into rotation", "gpu_node_health_remediate=apply puts each "
+     "node it resets or reboots back into rotation, but gpu_node_upgrade_undrain_tasks names no task file to undrain "
+     "a node with: give the undrain hook beside the drain hook (gpu_node_upgrade_drain_tasks). Nothing was read or "
+     "changed."),
+    (["-e", "gpu_node_health_remediate=apply", "-e", "gpu_node_health_drain=true"], "Ensure the remediation asked for "
+     "is known, and is not asked for beside the plain drain", "gpu_node_health_drain=true and "
+     "gpu_node_health_remediate=apply both drain the unhealthy nodes: leave gpu_node_health_drain off, apply drains "
+     "what it acts on. Nothing was read or changed."),
+])
+def test_a_remediation_that_cannot_be_done_is_refused_naming_the_variable_before_anything_is_read(
+        tmp_path, options, task, message):
+    returncode, results, report_path = health("h200_row_remap_failure", tmp_path, *options)
+    assert returncode != 0
+    assert results[task]["msg"] == message
+    assert READ_HEALTH not in results
+    assert not report_path.exists()
+
+
 @pytest.fixture(name="dcgmi")
 def fixture_dcgmi(tmp_path):
     """fake(recorded) -> (the directory of a dcgmi that prints tests/data/gpu_health/<recorded> whatever it is asked,
@@ -151,21 +236,22 @@ def test_health_runs_dcgms_readiness_check_by_default_and_reports_its_results(tm
 
 
 def test_a_failed_dcgm_test_makes_the_node_unhealthy_at_a_long_level_allowed(tmp_path, dcgmi):
-    bin_dir, calls = dcgmi("dcgmi-diag-r2-pcie-fail.txt")
+    bin_dir, calls = dcgmi("dcgmi-diag-r3-deployment-error-pending-row-remap.txt")
     returncode, results, report_path = health(
         "h200_health", tmp_path, "-e", "gpu_node_health_dcgm_diag=true", "-e", "gpu_node_health_dcgm_diag_level=2",
         "-e", "gpu_node_health_dcgm_diag_allow_long=true", "-vvv", bin_dir=bin_dir)
     assert returncode == 0, results
     assert calls.read_text() == "diag -r 2\n"
-    # The whole diagnostic, minutes long, within the time each command may run.
+    # The whole diagnostic, minutes long, within the check's time.
     assert results[READ_HEALTH]["invocation"]["module_args"]["timeout"] == 600
     report = json.loads(report_path.read_text())["localhost"]
     assert report["verdict"] == "unhealthy"
     (finding,) = report["findings"]
     assert (finding["id"], finding["severity"], finding["action"]) == (
         "dcgm_diag_failed", "unhealthy", "read_dcgm_diag")
-    assert finding["evidence"].startswith("PCIe: Fail All; GPU 0 Error using CUDA API cudaDeviceGetByPCI")
-    assert "the node dcgm_diag_failed (PCIe: Fail All" in results["Say each node's verdict"]["msg"][0]
+    assert finding["evidence"] == ("Deployment: Error; GPU 3 has uncorrectable memory errors and row remappings are "
+                                   "pending")
+    assert "dcgm_diag_failed (Deployment: Error" in results["Say each node's verdict"]["msg"][0]
     assert report["dcgm_diag"]["level"] == 2
 
 
@@ -248,3 +334,23 @@ def test_validate_fails_naming_the_unhealthy_gpu(tmp_path):
     assert health["verdict"] == "unhealthy"
     assert [finding["id"] for gpu in health["gpus"] for finding in gpu["findings"]
             if finding["severity"] == "unhealthy"] == ["row_remap_failure"]
+
+
+def test_saved_evidence_is_assessed_on_the_controller_and_a_remediation_of_it_refused(tmp_path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "nvidia-smi-q.txt").write_text((CHECKOUT / "tests" / "data" / "h200" / "gpu_health_q.txt").read_text())
+    (bundle / "dmesg.txt").write_text((RECORDED / "kernel-dmesg-xid79-h100.txt").read_text())
+    returncode, results, report_path = health("h200_health", tmp_path, "-e", "gpu_node_health_evidence=%s" % bundle)
+    assert returncode == 0, results
+    assert READ_HEALTH not in results
+    report = json.loads(report_path.read_text())
+    assert report["verdict"] == "unhealthy"
+    assert [finding["bucket"] for finding in report["findings"] + [
+        finding for gpu in report["gpus"] for finding in gpu["findings"]] if finding["id"] == "xid_79"] == ["RESTART_BM"]
+    assert report["evidence"]["missing"] == ["nvidia-smi nvlink -e", "nvidia-smi nvlink -s", "dcgmi diag"]
+    returncode, results, report_path = health("h200_health", tmp_path, "-e", "gpu_node_health_evidence=%s" % bundle,
+                                              "-e", "gpu_node_health_remediate=apply")
+    assert returncode != 0
+    assert "nothing can be remediated from a bundle" in results["Refuse a remediation of saved outputs"]["msg"]
+    assert not report_path.exists() or "Read and weigh the saved outputs" not in results

@@ -12,6 +12,10 @@ def plays(name):
     return yaml.safe_load((PLAYBOOKS / name).read_text())
 
 
+def tasks(name):
+    return yaml.safe_load((PLAYBOOKS / "tasks" / name).read_text())
+
+
 def test_site_switches_a_nodes_stack_in_the_same_batch_as_its_server():
     """With gpu_node_serial, a node's stack must not move before its own turn: one play, serial, every role."""
     play, _gateway, service_discovery = plays("site.yml")
@@ -86,7 +90,7 @@ def test_only_the_linker_and_the_link_change_while_the_server_is_down_and_login_
 
 def test_the_upgrades_settings_are_read_through_default_so_that_inventory_reaches_them():
     """A play's vars_files outrank group_vars and host_vars: a setting defined there silently ignores inventory."""
-    for name in ("upgrade.yml", "benchmark.yml"):
+    for name in ("upgrade.yml", "benchmark.yml", "health.yml"):
         settings = yaml.safe_load((PLAYBOOKS / "vars" / name).read_text())
         assert [key for key in settings if not key.startswith("__")] == [], name
 
@@ -108,8 +112,8 @@ def test_no_playbook_wires_the_roles_together():
     assert not (PLAYBOOKS / "vars" / "wiring.yml").exists()
     for playbook in sorted(PLAYBOOKS.glob("*.yml")):
         for play in yaml.safe_load(playbook.read_text()):
-            assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml", "vars/benchmark.yml", "vars/gateway.yml"}, \
-                playbook.name
+            assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml", "vars/benchmark.yml", "vars/gateway.yml",
+                                                       "vars/health.yml"}, playbook.name
 
 
 def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
@@ -151,11 +155,14 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
 
 
 def test_health_reads_every_node_at_once_and_reports_on_the_controller_as_diagnose_does():
-    nodes, report = plays("health.yml")
+    _evidence, nodes, _remediation, report = plays("health.yml")
     assert nodes["strategy"] == "free" and "serial" not in nodes
-    assert nodes["hosts"] == report["hosts"] == "{{ gpu_node_hosts | default('gpu_nodes') }}"
+    assert nodes["hosts"] == report["hosts"] == (
+        "{{ [] if gpu_node_health_evidence is defined else gpu_node_hosts | default('gpu_nodes') }}")
     (reading,) = [task for task in nodes["tasks"] if task["name"] == "Read the node's GPU health"]
-    include = reading["block"][0]["ansible.builtin.include_role"]
+    assert reading["block"][0]["ansible.builtin.include_tasks"] == "tasks/gpu_health_read.yml"
+    (read,) = tasks("gpu_health_read.yml")
+    include = read["ansible.builtin.include_role"]
     assert (include["name"], include["tasks_from"]) == ("blackwell.gpu_node.preflight", "gpu_health")
     # One node that cannot be read must not hide the others' report.
     assert reading["rescue"][0]["ansible.builtin.set_fact"]["preflight_gpu_health"]["verdict"] == "not checked"
@@ -166,8 +173,21 @@ def test_health_reads_every_node_at_once_and_reports_on_the_controller_as_diagno
         report["vars"]["__gpu_node_health_report_path"])
 
 
+def test_health_assesses_saved_evidence_on_the_controller_alone_and_no_node():
+    evidence, nodes, _remediation, report = plays("health.yml")
+    assert (evidence["hosts"], evidence["connection"], evidence["become"]) == ("localhost", "local", False)
+    (assess,) = evidence["tasks"]
+    assert assess["when"] == "gpu_node_health_evidence is defined"
+    refuse, read, write, _say = assess["block"]
+    assert refuse["ansible.builtin.assert"]["that"] == "(gpu_node_health_remediate | default('off', true) | string) == 'off'"
+    assert read["blackwell.gpu_node.gpu_health_info"]["evidence_path"] == "{{ gpu_node_health_evidence }}"
+    assert (write["check_mode"], write["ansible.builtin.copy"]["mode"]) == (False, "0600")
+    assert all(play["hosts"].startswith("{{ [] if gpu_node_health_evidence is defined else ")
+               for play in (nodes, report))
+
+
 def test_health_drains_only_an_unhealthy_node_and_only_when_asked_with_the_upgrades_hook():
-    nodes, _report = plays("health.yml")
+    _evidence, nodes, _remediation, _report = plays("health.yml")
     (drain,) = [task for task in nodes["tasks"] if task["name"] == "Drain the unhealthy node"]
     assert drain["when"] == ["gpu_node_health_drain | default(false) | bool",
                              "preflight_gpu_health.verdict == 'unhealthy'"]
@@ -205,3 +225,51 @@ def test_serve_drains_each_node_around_its_server_only_in_a_rolling_run():
     for task in (drain, undrain):
         assert task["when"].startswith("__gpu_node_serve_drains | bool and ")
     assert [role["role"] for role in serving["roles"]] == ["blackwell.gpu_node.sglang_server"]
+
+
+def test_health_plans_a_remediation_only_when_asked_and_acts_only_with_apply_after_refusing_bad_input():
+    _evidence, nodes, _remediation, _report = plays("health.yml")
+    names = [task["name"] for task in nodes["tasks"]]
+    (known,) = [task for task in nodes["tasks"] if task["name"].startswith("Ensure the remediation asked for is known")]
+    assert "__gpu_node_health_remediate in ['off', 'plan', 'apply']" in known["ansible.builtin.assert"]["that"]
+    # Refused before the health is read, and planned only once it was.
+    assert names.index(known["name"]) < names.index("Read the node's GPU health") < names.index(
+        "Plan what to do about the node's GPU health")
+    (planning,) = [task for task in nodes["tasks"] if task["name"] == "Plan what to do about the node's GPU health"]
+    assert planning["when"] == "__gpu_node_health_remediate != 'off'"
+    group = next(task for task in tasks("gpu_health_plan.yml") if "ansible.builtin.group_by" in task)
+    assert group["when"] == "__gpu_node_health_remediate == 'apply' and __gpu_node_health_noted.plan.acts"
+
+
+def test_the_remediation_goes_in_the_upgrades_batches_and_stops_after_a_node_that_did_not_come_back():
+    _evidence, _nodes, remediation, _report = plays("health.yml")
+    # The upgrade's batch rule, read from vars/upgrade.yml, never copied; the acting nodes alone, canaries first.
+    assert remediation["serial"] == "{{ __gpu_node_upgrade_serial }}"
+    assert "vars/upgrade.yml" in remediation["vars_files"] and remediation["max_fail_percentage"] == 0
+    assert remediation["hosts"].startswith("{{ __gpu_node_upgrade_hosts_canary_first | select('in', "
+                                           "groups['gpu_node_health_remediation']")
+    stop, carry_out = remediation["tasks"]
+    assert stop["ansible.builtin.meta"] == "end_play" and "select('equalto', 'not recovered')" in stop["when"]
+    assert carry_out["ansible.builtin.include_tasks"] == "tasks/gpu_health_remediate.yml"
+    (remediate,) = tasks("gpu_health_remediate.yml")
+    assert remediate["rescue"][0]["ansible.builtin.set_fact"]["__gpu_node_health_noted"].count("'not recovered'") == 1
+
+
+def test_a_node_is_drained_first_and_undrained_only_after_its_health_its_server_and_a_generation():
+    (remediate,) = tasks("gpu_health_remediate.yml")
+    assert remediate["block"][0]["ansible.builtin.include_tasks"] == "{{ __gpu_node_drain_tasks }}"
+    keep_out, back = remediate["block"][2:]
+    assert keep_out["when"] == "__gpu_node_health_plan.action == 'keep_out'"
+    assert back["when"] == "__gpu_node_health_plan.action in ['reset_gpu', 'reboot']"
+    names = [task["name"] for task in back["block"]]
+    order = ["Stop the server", "Reset the GPUs the findings name", "Read each GPU's health again",
+             "Ensure the node came back healthy", "Start the server and wait for the ready line and /health",
+             "Ask the server for one generation", "Undrain the node"]
+    assert [name for name in names if name in order] == order
+    steps = dict((task["name"], task) for task in back["block"])
+    assert steps["Stop the server"]["ansible.builtin.include_role"]["name"] == "blackwell.gpu_node.sglang_server"
+    assert steps["Reset the GPUs the findings name"]["blackwell.gpu_node.gpu_reset"]["gpus"] == (
+        "{{ __gpu_node_health_plan.reset }}")
+    assert steps["Reboot the node"]["when"] == "__gpu_node_health_plan.action == 'reboot'"
+    assert steps["Ask the server for one generation"]["ansible.builtin.include_tasks"] == "upgrade_generate.yml"
+    assert steps["Undrain the node"]["ansible.builtin.include_tasks"] == "{{ __gpu_node_undrain_tasks }}"
