@@ -3,7 +3,8 @@
 #   GPU_NODE_COMMIT=<git commit of this tree> tests/device/record_site.sh OUTPUT_DIR STACK_INDEX
 # The device run that finishes every change to a role or module: the site playbook for real with a
 # local connection and GPUs required, twice (the second must change nothing), then validate, the
-# health playbook and gpu_health_info (health.txt, health.json, gpu_health_module.txt), and stop. validate runs
+# health playbook and gpu_health_info (health.txt, health.json, gpu_health_module.txt: the module on the live host, on
+# a bundle of the same outputs saved there, and the remediation planned), and stop. validate runs
 # its NCCL smoke (gpu_node_validate_nccl) from /opt/nccl-env, which sees the host's torch. preflight, cuda (which adopts the CUDA 13.0 the host came with), ml_stack from the stack
 # index fixture (STACK_INDEX, carried along: the host has no internet), runtime_env and
 # sglang_server (the index's sglang is the stand-in, holding GPU memory through torch).
@@ -83,7 +84,28 @@ playbook health -e "gpu_node_health_report=$out/health.json" >"$out/health.txt" 
 { echo "\$ ansible localhost -m blackwell.gpu_node.gpu_health_info -a '{\"dcgm_diag\": true}'"
   python3 /tmp/site/bin/ansible localhost -c local -i localhost, -e ansible_python_interpreter=/usr/bin/python3 \
     -m blackwell.gpu_node.gpu_health_info -a '{"dcgm_diag": true}'
-  echo "[exit $?]"; } >"$out/gpu_health_module.txt" 2>&1
+  echo "[exit $?]"
+  # The same host's outputs saved as a bundle, assessed on their own (as an operator's support bundle is), and the
+  # remediation the health playbook would carry out, planned only: the lent host is shared.
+  bundle=/tmp/gpu-evidence; rm -rf "$bundle"; mkdir -p "$bundle"
+  nvidia-smi -q >"$bundle/nvidia-smi-q.txt"; nvidia-smi nvlink -e >"$bundle/nvlink-e.txt"
+  nvidia-smi nvlink -s >"$bundle/nvlink-s.txt"; dmesg >"$bundle/dmesg.txt"
+  if command -v dcgmi >/dev/null; then dcgmi diag -r 1 >"$bundle/dcgmi-diag.txt"; fi
+  if command -v nvidia-bug-report.sh >/dev/null; then
+    (cd /tmp && nvidia-bug-report.sh --output-file /tmp/nvidia-bug-report.log >/dev/null 2>&1)
+  fi
+  echo "\$ ls $bundle; nvidia-bug-report.sh: $(command -v nvidia-bug-report.sh || echo absent)"; ls -l "$bundle"
+  for evidence in "$bundle" /tmp/nvidia-bug-report.log.gz; do
+    [ -e "$evidence" ] || continue
+    echo "\$ ansible localhost -m blackwell.gpu_node.gpu_health_info -a '{\"evidence_path\": \"$evidence\"}'"
+    python3 /tmp/site/bin/ansible localhost -c local -i localhost, -e ansible_python_interpreter=/usr/bin/python3 \
+      -m blackwell.gpu_node.gpu_health_info -a "{\"evidence_path\": \"$evidence\"}"
+    echo "[exit $?]"
+  done
+  playbook health -e gpu_node_health_remediate=plan -e "gpu_node_health_report=/tmp/health-plan.json"
+  python3 -c 'import json; print(json.dumps({host: report.get("remediation") for host, report in
+    json.load(open("/tmp/health-plan.json")).items()}, indent=1))'
+} >"$out/gpu_health_module.txt" 2>&1
 grep -q 'localhost *: ok=[0-9]* *changed=0 ' /tmp/site_again.txt || { echo "the second run changed something" >>"$out/site_commit.txt"; failed=1; }
 { summary /tmp/site_again.txt; summary /tmp/validate.txt; } >"$out/site_again.txt"
 { ldconfig -p | grep -E 'libcudart|libnvrtc'; ls -la /etc/ld.so.conf.d /usr/local/cuda; cat /etc/profile.d/blackwell-gpu-node-cuda.sh
