@@ -38,7 +38,7 @@ def test_a_stat_without_a_closing_parenthesis_is_not_read(tmp_path):
 
 
 def test_the_exit_status_is_read_from_a_zombie_alone(tmp_path):
-    write_stat(tmp_path, 1234, "Z", exit_code=signal.SIGKILL)
+    write_stat(tmp_path, 1234, "Z", exit_code=int(signal.SIGKILL))
     write_stat(tmp_path, 1235, "Z", comm="a) S (b", exit_code=256)
     write_stat(tmp_path, 1236, "S", exit_code=9)
     # What a reader not allowed to trace the process reads.

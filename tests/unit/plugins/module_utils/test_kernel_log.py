@@ -369,7 +369,7 @@ def test_the_largest_numbers_the_kernel_writes_are_read():
 def test_a_1_mib_line_is_read_in_linear_time_and_cut(line):
     start = time.monotonic()
     found = core.kernel_events([line] * 20)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 5
     assert all(len(event["line"]) < 2100 for event in found["xids"] + found["oom_kills"])
 
 

@@ -72,8 +72,13 @@ def gateway(monkeypatch):
     return standin
 
 
+NO_WORKERS_FILE = "/nonexistent-blackwell-gpu-node/gateway/workers.json"
+
+
 def run(capsys, monkeypatch, check_mode=False, diff=False, **options):
-    args = dict(gateway_url=GATEWAY, admin_key=ADMIN_KEY, workers=FLEET, workers_file=None, wait_timeout=1,
+    # A workers file in a directory that does not exist keeps none, on every core (ansible-core 2.15 refuses null for
+    # a path).
+    args = dict(gateway_url=GATEWAY, admin_key=ADMIN_KEY, workers=FLEET, workers_file=NO_WORKERS_FILE, wait_timeout=1,
                 _ansible_check_mode=check_mode, _ansible_diff=diff)
     args.update(options)
     # How a module receives its arguments on every supported core, ansible-core 2.15 on Python 3.9 included.
