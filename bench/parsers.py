@@ -30,7 +30,7 @@ NVSHMEM_INIT = re.compile(next(entry["pattern"] for entry in DIAGNOSES if entry[
 
 def best(function, text, runs=3):
     took = []
-    for _ in range(runs):
+    for _run in range(runs):
         started = time.perf_counter()
         function(text)
         took.append(time.perf_counter() - started)

@@ -158,10 +158,11 @@ def test_nvlink_counter_and_state_lines_of_a_mebibyte_are_read_in_linear_time(ho
     case = hostile(MODULE, "nvidia-smi nvlink -e and -s: lines of 1 MiB, 256 of 4 KiB")
     run = health(case, monkeypatch, "nvlink")
     result = run.result or {}
-    case.check(run, "ok", problems=differences(result, dict(
-        verdict="unhealthy", cut=["nvidia-smi nvlink -e: 3 line(s) longer than 4096 characters, each cut to that",
-                                  "nvidia-smi nvlink -s: 2 line(s) longer than 4096 characters, each cut to that"]))
-        + differences(dict(ids=ids(result)), dict(ids=["dcgm_diag_failed", "nvlink_errors", "nvlink_inactive"])))
+    cut = ["nvidia-smi nvlink -e: 3 line(s) longer than 4096 characters, each cut to that",
+           "nvidia-smi nvlink -s: 2 line(s) longer than 4096 characters, each cut to that"]
+    problems = differences(result, dict(verdict="unhealthy", cut=cut)) + differences(
+        dict(ids=ids(result)), dict(ids=["dcgm_diag_failed", "nvlink_errors", "nvlink_inactive"]))
+    case.check(run, "ok", problems=problems)
     case.finish()
 
 

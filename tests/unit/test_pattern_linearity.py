@@ -283,7 +283,7 @@ def _attack_text(prefix, pump, suffix, size):
 
 
 def _best(pattern, method, text, runs=2):
-    return min(_run(pattern, method, text) for _ in range(runs))
+    return min(_run(pattern, method, text) for _time in range(runs))
 
 
 def _growth(pattern, method, prefix, pump, suffix):

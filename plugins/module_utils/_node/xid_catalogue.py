@@ -243,18 +243,18 @@ XIDS = {
     164: ("PSHC_LOW_LIFETIME", "Power Smoothing HW Circuitry low lifetime reached", None),
     165: ("PSHC_ZERO_LIFETIME", "Power Smoothing HW Circuitry lifetime exhausted", None),
     166: ("NVLINK_SECURE_CRYPTO_ERR",
-         "CC traffic seen prior to link properly being configured for encrypted traffic",
-         None),
+          "CC traffic seen prior to link properly being configured for encrypted traffic",
+          None),
     167: ("PCIE_FATAL_TIMEOUT", "PCIE_FATAL_TIMEOUT", None),
     168: ("REDUCED_GPU_MEMORY_CAPACITY", "Errors found in WPR (write protected region)", None),
     169: ("SEC2_HALT_ERROR", "Internal micro-controller halt", None),
     170: ("NVLINK_SECURE_OTHER", "Interrupt seen in CC mode", None),
     171: ("UNCORRECTABLE_DRAM_ERROR",
-         "Additional to Xid 48 providing more details on particulars of fault to differentiate DRAM/SRAM",
-         None),
+          "Additional to Xid 48 providing more details on particulars of fault to differentiate DRAM/SRAM",
+          None),
     172: ("UNCORRECTABLE_SRAM_ERROR",
-         "Additional to Xid 48 providing more details on particulars of fault to differentiate DRAM/SRAM",
-         None),
+          "Additional to Xid 48 providing more details on particulars of fault to differentiate DRAM/SRAM",
+          None),
 }
 
 # Xid 45 (WORKFLOW_XID_45), NVIDIA's rule: "Solo: RESTART_FM / Not Solo: IGNORE (follow guidance in other Xid)".
@@ -829,4 +829,3 @@ ACTION_BUCKETS = {
     "restart_vm": "RESTART_VM",
     "check_uvm": "CHECK_UVM",
 }
-

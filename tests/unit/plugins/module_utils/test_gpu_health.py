@@ -950,8 +950,8 @@ def test_dcgm_2_4s_nvlink_down_on_gpus_without_nvlink_is_rated_as_dcgm_rates_it_
     # no GPU is in an NVSwitch fabric, it is DCGM's known false report: no fault.
     a10 = text("gpu_health/q-a10-idle-gen1-of-4.txt")
     health = assess(a10, dcgm_results=results, nvlink_status="")
-    assert (health["verdict"], rated(health)) == ("healthy", [("dcgm_diag_failed", ["00000000:06:00.0"], "info",
-                                                                "IGNORE")])
+    assert (health["verdict"], rated(health)) == (
+        "healthy", [("dcgm_diag_failed", ["00000000:06:00.0"], "info", "IGNORE")])
     assert health["findings"][0]["summary"].endswith(
         "DCGM rates it DCGM_FR_NVLINK_DOWN (TRIAGE; the GPUs have no NVLink: no fault)")
     # Not read, or on the H200 host whose GPUs are in a fabric: DCGM's rating stands.

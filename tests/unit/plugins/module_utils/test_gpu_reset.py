@@ -36,7 +36,7 @@ def reset(gpus=None, run=None, information=None, holders=None, check=False, nvid
         asked.append(patterns)
         return holders or {}
     result = core.reset(GPUS if gpus is None else gpus, nvidia_smi, run or answers()[0],
-                        lambda key: (information or {}).get(key), device_holders,
+                        (information or {}).get, device_holders,
                         lambda pid: {4242: "python3", 1500: "nvidia-persistenced"}[pid], check)
     return result, asked
 
