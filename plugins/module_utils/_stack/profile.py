@@ -19,12 +19,24 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text im
 PIN = "an exact version as the installed distribution reports it, like 2.9.1+cu130 (quoted in YAML if it has one dot)"
 SOURCE = ("an http(s):// or file:// URL: a package index (PEP 503, like https://pypi.org/simple) or one wheel "
           "(ending in .whl)")
+KERNEL_DISTRIBUTIONS = ("sgl-kernel", "sglang-kernel")
+# `python -m sglang.launch_server`, or `sglang serve`, which SGLang recommends from 0.5.12 on.
+ENTRYPOINTS = ("launch_server", "serve")
+GATEWAY_PACKAGES = ("sglang-router", "smg")
+# What an older profile in inventory leaves out means what it meant before the field existed.
+DEFAULTS = {
+    "aliases": [],
+    "python": {"sgl_kernel": {"distribution": "sgl-kernel"}, "sglang": {"entrypoint": "launch_server"}, "lock": None},
+    "gateway": {"package": "sglang-router", "version": "0.3.2"},
+}
 # Every pattern is used with fullmatch: match with "$" would accept a trailing newline.
 # PEP 440 public version with an optional local label (+cu130); pip matches it exactly with ===.
 PIN_PATTERN = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?")
 # cuda.home is written unquoted into a shell profile and into ld.so.conf.d: no character that a shell or the
 # linker's configuration reads as syntax.
 PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+/-]*")
+LOCK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json|/[A-Za-z0-9._+/-]*\.json")
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def _fullmatch(pattern, value):
@@ -50,6 +62,8 @@ def _version(value, parts):
 # Every field a role reads, with a test and what it must be.
 FIELDS = (
     ("description", lambda value: isinstance(value, str) and value != "", "a non-empty string"),
+    ("aliases", lambda value: isinstance(value, list) and all(_fullmatch(PROFILE_NAME, alias) for alias in value),
+     "a list of other names of the profile (letters, digits, '.', '_', '-')"),
     ("operating_systems", lambda value: _strings(value) and all(_fullmatch(r"[a-z]+\d+", os_id) for os_id in value),
      "a non-empty list of OS ids like debian12, ubuntu2404"),
     ("architectures", lambda value: _strings(value) and set(value) <= {"x86_64", "aarch64"},
@@ -70,17 +84,30 @@ FIELDS = (
     ("python.torch.version", _pin, PIN),
     ("python.torch.source", _source, SOURCE),
     ("python.torch.cuda", lambda value: _version(value, 2), "the CUDA version torch.version.cuda reports, like 13.0"),
+    # SGLang's kernel package was renamed from sgl-kernel to sglang-kernel; both import as sgl_kernel.
+    ("python.sgl_kernel.distribution", lambda value: value in KERNEL_DISTRIBUTIONS,
+     "the kernel's distribution name, one of %s" % ", ".join(KERNEL_DISTRIBUTIONS)),
     ("python.sgl_kernel.version", _pin, PIN),
     ("python.sgl_kernel.source", _source, SOURCE),
     ("python.flashinfer_python.version", _pin, PIN),
     ("python.flashinfer_python.source", _source, SOURCE),
-    ("python.flashinfer_cubin.version", _pin, PIN),
+    # flashinfer 0.6.5 and later carry their kernels without the separate cubin package.
+    ("python.flashinfer_cubin.version", lambda value: value is None or _pin(value), PIN + ", or null for none"),
     ("python.flashinfer_cubin.source", _source, SOURCE),
     # flashinfer runs without its JIT cache (it compiles kernels on first use instead).
     ("python.flashinfer_jit_cache.version", lambda value: value is None or _pin(value), PIN + ", or null for none"),
     ("python.flashinfer_jit_cache.source", _source, SOURCE),
     ("python.sglang.version", _pin, PIN),
     ("python.sglang.source", _source, SOURCE),
+    ("python.sglang.entrypoint", lambda value: value in ENTRYPOINTS,
+     "how the release starts its server, one of %s" % ", ".join(ENTRYPOINTS)),
+    # The lock of the profile's whole Python stack, every distribution with its wheels' sha256.
+    ("python.lock", lambda value: value is None or _fullmatch(LOCK_NAME, value),
+     "null (no lock: pip resolves the requirements at install), the file name of a shipped lock "
+     "(like sglang-0.5.17-cu130.json) or an absolute path on the controller"),
+    # The gateway release that matches the profile's SGLang.
+    ("gateway.package", lambda value: value in GATEWAY_PACKAGES, "one of %s" % ", ".join(GATEWAY_PACKAGES)),
+    ("gateway.version", _pin, PIN),
 )
 
 
@@ -120,16 +147,32 @@ def _texts(value):
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
+def _canonical(name, profiles, custom):
+    """The profile that name or one of its aliases names; an alias that two names claim is refused."""
+    owners = {}
+    for profile_name in sorted(set(profiles) | set(custom)):
+        aliases = _merge(profiles.get(profile_name, {}), custom.get(profile_name, {})).get("aliases") or []
+        for alias in [profile_name] + (aliases if isinstance(aliases, list) else []):
+            owners.setdefault(alias, []).append(profile_name)
+    claimed = dict((alias, names) for alias, names in owners.items() if len(names) > 1)
+    if claimed:
+        raise StackProfileError("Stack profile names are ambiguous: %s. Rename the alias under "
+                                "stack_profiles_custom.<profile>.aliases so that each name means one profile."
+                                % "; ".join("%s names %s" % (alias, " and ".join(names))
+                                            for alias, names in sorted(claimed.items())))
+    if name not in owners:
+        raise StackProfileError("stack_profile=%s is not a known profile; known: %s. Set stack_profile to one of "
+                                "them, or define it under stack_profiles_custom." % (name, ", ".join(sorted(owners))))
+    return owners[name][0]
+
+
 def resolve(name, profiles, custom=None):
     """The profile called name, with custom's fields laid over the shipped ones; every problem at once."""
     custom = {} if custom is None else custom
     _check_profiles(profiles, "stack_profiles")
     _check_profiles(custom, "stack_profiles_custom")
-    known = sorted(set(profiles) | set(custom))
-    if name not in known:
-        raise StackProfileError("stack_profile=%s is not a known profile; known: %s. Set stack_profile to one of "
-                                "them, or define it under stack_profiles_custom." % (name, ", ".join(known)))
-    profile = _merge(profiles.get(name, {}), custom.get(name, {}))
+    name = _canonical(name, profiles, custom)
+    profile = _merge(DEFAULTS, _merge(profiles.get(name, {}), custom.get(name, {})))
     origin = "stack_profiles_custom.%s" % name if name in custom else "stack_profiles.%s" % name
     problems = []
     for field, valid, expected in FIELDS:

@@ -1,4 +1,5 @@
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ def test_every_shipped_profile_is_complete(name):
 
 
 def test_unknown_name_lists_the_known_ones():
-    with pytest.raises(StackProfileError, match=r"stack_profile=cu999 is not a known profile; known: cu128, cu130, mine"):
+    known = ("cu128, cu130, mine, sglang-0.5.17-cu130, sglang-0.5.23-cu130, sglang-0.5.9-cu128, sglang-0.5.9-cu130")
+    with pytest.raises(StackProfileError, match="stack_profile=cu999 is not a known profile; known: %s\\." % re.escape(known)):
         resolve("cu999", PROFILES, {"mine": {}})
 
 
@@ -38,7 +40,7 @@ def test_custom_fields_lay_over_the_shipped_profile():
 
 def test_new_profile_missing_fields_names_each_and_where_to_fix_it():
     partial = copy.deepcopy(PROFILES["cu130"])
-    del partial["cuda"]["home"]
+    del partial["aliases"], partial["cuda"]["home"]
     partial["cuda"]["driver_branch_min"] = "580"
     partial["architectures"] = ["x86_64", "ppc64le"]
     with pytest.raises(StackProfileError) as error:
@@ -60,18 +62,18 @@ def test_default_profile_carries_the_reference_python_stack():
     assert python["min_version"] == "3.10"
     assert python["torch"] == dict(version="2.9.1+cu130", source="https://download.pytorch.org/whl/cu130", cuda="13.0")
     assert python["sgl_kernel"] == dict(
-        version="0.3.21",
+        distribution="sgl-kernel", version="0.3.21",
         source="https://github.com/sgl-project/whl/releases/download/v0.3.21/"
                "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl")
     assert python["flashinfer_python"]["version"] == python["flashinfer_cubin"]["version"] == "0.6.4"
     assert python["flashinfer_jit_cache"] == dict(version="0.6.4+cu130", source="https://flashinfer.ai/whl/cu130")
-    assert python["sglang"] == dict(version="0.5.9", source="https://pypi.org/simple")
+    assert python["sglang"] == dict(version="0.5.9", source="https://pypi.org/simple", entrypoint="launch_server")
 
 
 def test_cu128_profile_is_installable_from_pypi_but_its_jit_cache():
     python = resolve("cu128", PROFILES)["python"]
     assert python["torch"] == dict(version="2.9.1", source="https://pypi.org/simple", cuda="12.8")
-    sources = set(python[package]["source"] for package in python if package != "min_version")
+    sources = set(python[package]["source"] for package in python if package not in ("min_version", "lock"))
     assert sources == {"https://pypi.org/simple", "https://flashinfer.ai/whl/cu128"}
 
 
@@ -164,7 +166,7 @@ def test_an_empty_profile_names_every_field_with_what_it_must_be():
         ("python.torch.cuda", "the CUDA version torch.version.cuda reports, like 13.0"),
         ("python.sgl_kernel.version", PIN), ("python.sgl_kernel.source", SOURCE),
         ("python.flashinfer_python.version", PIN), ("python.flashinfer_python.source", SOURCE),
-        ("python.flashinfer_cubin.version", PIN), ("python.flashinfer_cubin.source", SOURCE),
+        ("python.flashinfer_cubin.version", PIN + ", or null for none"), ("python.flashinfer_cubin.source", SOURCE),
         ("python.flashinfer_jit_cache.version", PIN + ", or null for none"),
         ("python.flashinfer_jit_cache.source", SOURCE),
         ("python.sglang.version", PIN), ("python.sglang.source", SOURCE),
@@ -178,7 +180,8 @@ def test_an_empty_profile_names_every_field_with_what_it_must_be():
 def test_unknown_name_message_says_how_to_fix_it():
     with pytest.raises(StackProfileError) as error:
         resolve("cu999", PROFILES)
-    assert str(error.value) == ("stack_profile=cu999 is not a known profile; known: cu128, cu130. Set stack_profile to "
+    assert str(error.value) == ("stack_profile=cu999 is not a known profile; known: cu128, cu130, sglang-0.5.17-cu130, "
+                                "sglang-0.5.23-cu130, sglang-0.5.9-cu128, sglang-0.5.9-cu130. Set stack_profile to "
                                 "one of them, or define it under stack_profiles_custom.")
 
 
@@ -215,3 +218,72 @@ def test_driver_branch_one_is_the_smallest_accepted():
 ])
 def test_os_id_of_missing_facts_adds_nothing(distribution, version, expected):
     assert os_id(distribution, version) == expected
+
+
+@pytest.mark.parametrize("alias, name", [("sglang-0.5.9-cu130", "cu130"), ("sglang-0.5.9-cu128", "cu128"),
+                                         ("cu130", "cu130")])
+def test_a_profile_answers_to_its_aliases_under_its_own_name(alias, name):
+    assert resolve(alias, PROFILES) == resolve(name, PROFILES)
+    assert resolve(alias, PROFILES)["name"] == name
+
+
+def test_a_custom_alias_reaches_the_custom_profile():
+    assert resolve("prod", PROFILES, {"site": dict(PROFILES["cu130"], aliases=["prod"])})["name"] == "site"
+
+
+@pytest.mark.parametrize("custom, claimed", [
+    ({"site": dict(PROFILES["cu130"], aliases=["cu128"])}, "cu128 names cu128 and site"),
+    ({"a": dict(PROFILES["cu130"], aliases=["x"]), "b": dict(PROFILES["cu130"], aliases=["x"])}, "x names a and b"),
+])
+def test_an_alias_that_two_names_claim_is_refused(custom, claimed):
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, custom)
+    assert str(error.value) == ("Stack profile names are ambiguous: %s. Rename the alias under "
+                                "stack_profiles_custom.<profile>.aliases so that each name means one profile." % claimed)
+
+
+def test_a_profile_from_inventory_without_the_newer_fields_keeps_their_meaning():
+    older = copy.deepcopy(PROFILES["cu130"])
+    for key in ("aliases", "gateway"):
+        del older[key]
+    del older["python"]["lock"], older["python"]["sgl_kernel"]["distribution"], older["python"]["sglang"]["entrypoint"]
+    profile = resolve("older", PROFILES, {"older": older})
+    assert profile["aliases"] == []
+    assert profile["python"]["sgl_kernel"]["distribution"] == "sgl-kernel"
+    assert profile["python"]["sglang"]["entrypoint"] == "launch_server"
+    assert profile["python"]["lock"] is None
+    assert profile["gateway"] == {"package": "sglang-router", "version": "0.3.2"}
+
+
+@pytest.mark.parametrize("name, sglang, kernel, torch, python, gateway", [
+    ("sglang-0.5.17-cu130", "0.5.17", ("sglang-kernel", "0.4.5"), "2.11.0", "3.10", "smg"),
+    ("sglang-0.5.23-cu130", "0.5.23", ("sglang-kernel", "0.4.10"), "2.14.1", "3.11", "smg"),
+])
+def test_the_newer_releases_are_locked_pypi_profiles_served_by_sglang_serve(name, sglang, kernel, torch, python, gateway):
+    profile = resolve(name, PROFILES)
+    assert (profile["python"]["sglang"]["version"], profile["python"]["sglang"]["entrypoint"]) == (sglang, "serve")
+    assert (profile["python"]["sgl_kernel"]["distribution"], profile["python"]["sgl_kernel"]["version"]) == kernel
+    assert (profile["python"]["torch"]["version"], profile["python"]["torch"]["cuda"]) == (torch, "13.0")
+    assert profile["python"]["min_version"] == python
+    assert profile["python"]["lock"] == name + ".json"
+    assert profile["gateway"]["package"] == gateway
+    assert profile["python"]["flashinfer_cubin"]["version"] is None
+    assert {profile["python"][package]["source"] for package in ("torch", "sgl_kernel", "flashinfer_python", "sglang")} \
+        == {"https://pypi.org/simple"}
+
+
+@pytest.mark.parametrize("overlay, expected", [
+    ({"python": {"sgl_kernel": {"distribution": "sgl_kernel"}}},
+     "python.sgl_kernel.distribution='sgl_kernel' is not the kernel's distribution name, one of sgl-kernel, sglang-kernel"),
+    ({"python": {"sglang": {"entrypoint": "sglang serve"}}},
+     "python.sglang.entrypoint='sglang serve' is not how the release starts its server, one of launch_server, serve"),
+    ({"python": {"lock": "../etc/lock.json"}}, "python.lock='../etc/lock.json' is not null (no lock"),
+    ({"python": {"lock": "lock.txt"}}, "python.lock='lock.txt' is not null (no lock"),
+    ({"gateway": {"package": "sgl-router"}}, "gateway.package='sgl-router' is not one of sglang-router, smg"),
+    ({"gateway": {"version": "1.13.*"}}, "gateway.version='1.13.*' is not an exact version"),
+    ({"aliases": ["cu 130"]}, "aliases=['cu 130'] is not a list of other names of the profile"),
+])
+def test_the_release_fields_are_checked(overlay, expected):
+    with pytest.raises(StackProfileError) as error:
+        resolve("cu130", PROFILES, {"cu130": overlay})
+    assert expected in str(error.value)
