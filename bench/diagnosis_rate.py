@@ -1,6 +1,7 @@
 """The diagnosis rates on the real-log corpora: the tuned one (tests/data/sglang_logs, which the catalogue was
 written against) and the held-out one (tests/data/sglang_logs/held_out, collected before the catalogue's patterns
-were written and never used to change them), each on its own.
+were written and never used to change them), each on its own; and on the failures of a release built from its
+source (tests/data/sglang_logs/built, until logs of a real run replace them), apart from both.
 
     make bench-diagnoses        (or .venv/bin/python bench/diagnosis_rate.py)
 
@@ -22,7 +23,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readine
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier  # noqa: E402
 
 LOGS = CHECKOUT / "tests" / "data" / "sglang_logs"
-CORPORA = (("tuned", LOGS), ("held-out", LOGS / "held_out"))
+CORPORA = (("tuned", LOGS), ("held-out", LOGS / "held_out"), ("built", LOGS / "built"))
 GENERIC = "not_in_catalogue"
 
 

@@ -376,6 +376,18 @@ def gather(nvidia_smi, modinfo, run, proc_version, nvswitch_devices=None):
     return facts
 
 
+def gpu_list(nvidia_smi, run):
+    """The host's GPUs as gather() lists them (index, uuid, ...), from its query alone: [] where nvidia-smi finds
+    none, None where it is not installed (nvidia_smi None) or cannot list them (no driver, a mismatch, an error)."""
+    if nvidia_smi is None:
+        return None
+    rc, out, err = run([nvidia_smi] + list(QUERY_ARGV))
+    state = state_of(rc, out + err)
+    if state == "no_gpu":
+        return []
+    return parse_query(out) if state == "ok" else None
+
+
 def read_proc_version(path=PROC_VERSION):
     try:
         with open(path) as handle:

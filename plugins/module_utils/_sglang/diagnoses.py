@@ -7,7 +7,9 @@ explains, what the component it came from usually means.
 
 Data only. The first entry whose ``pattern`` (a regular expression) occurs in the
 failure's traceback, fatal line or last log lines is the diagnosis, so specific
-entries come before general ones. Users extend it with the ``diagnoses`` option of
+entries come before general ones; an entry with a ``where`` (a regular expression
+too) needs it to occur in the same text, for a failure whose words alone are not
+its class: an errno is, in a JIT compiler's frames. Users extend it with the ``diagnoses`` option of
 wait_for_server, whose entries are tried first. The entries are grouped by class of
 failure, and their patterns key on what stays the same across releases: the
 exception's type, errno names, and the libraries' own error prefixes rather than a
@@ -28,8 +30,9 @@ DIAGNOSES = (
     {
         "id": "invalid_argument",
         "component": "SGLang (its command line)",
-        # argparse's own words: "<prog>: error: unrecognized arguments: ..." and friends; the
-        # cause line is that line, which names the flag.
+        # argparse's own words: "<prog>: error: unrecognized arguments: ..." and friends, prog being
+        # "launch_server.py", "sglang" or "sglang serve" (log.py's FATAL_LINES); the cause line is that
+        # line, which names the flag.
         "pattern": r"(?m)^\S[^\n]*?: error: (unrecognized arguments: |argument -"
         r"|the following arguments are required: |ambiguous option: )",
         "cause": "SGLang refused its command line: a flag it does not know (a typo, underscores instead of "
@@ -93,6 +96,30 @@ DIAGNOSES = (
         "cause": "The installed sgl-kernel is not the version this SGLang needs.",
         "fix": "Install the sgl-kernel version of the stack profile (0.3.21+cu130 for SGLang 0.5.9).",
     },
+    # The service user's files: the caches the JIT compilers write.
+    {
+        "id": "jit_cache_not_writable",
+        "component": "a JIT compiler's cache directory",
+        # The errno of a directory that cannot be made or written (os.makedirs names the first one it could not
+        # make: HOME itself where HOME does not exist), or DeepGEMM's C++ "Failed to make directory: <path>, created:
+        # 0, value: <errno>"; where: the code that makes a JIT cache, or a cache's own path.
+        "pattern": r"\[Errno (?:13|30)\] (?:Permission denied|Read-only file system)|Failed to make directory: ",
+        "where": r"flashinfer/jit/|triton/runtime/cache\.py|torch/_inductor/|torch/utils/cpp_extension\.py|tvm_ffi/"
+        r"|tilelang/|cutlass/base_dsl/|sglang/srt/compilation/|custom_all_reduce_utils\.py|deep_gemm|/\.cache/"
+        r"|/\.triton|/\.tilelang|/\.nv/ComputeCache|torchinductor_|cutlass_python_cache",
+        "cause": "A JIT compiler could not make or write its cache directory: flashinfer, Triton, torch (Inductor, "
+        "extensions), DeepGEMM, tvm-ffi, TileLang, CuTe DSL and SGLang keep their caches under the server user's "
+        "HOME (~/.cache, ~/.triton, ~/.deep_gemm) or /tmp unless a variable of their own names another place, and "
+        "that HOME does not exist or is not the user's (the cause line names the first directory that could not "
+        "be made).",
+        "fix": "Give each cache a directory of the server's user: the blackwell.gpu_node.runtime_env role renders "
+        "FLASHINFER_WORKSPACE_BASE, TRITON_HOME, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR, "
+        "DG_JIT_CACHE_DIR, SGLANG_DG_CACHE_DIR, SGLANG_CACHE_DIR, TVM_FFI_CACHE_DIR, TILELANG_CACHE_DIR, "
+        "CUTE_DSL_CACHE_DIR, CUDA_CACHE_PATH and XDG_CACHE_HOME into the server's virtualenv, a directory per stack "
+        "profile under runtime_env_cache_root (owned by runtime_env_cache_owner), and HF_HOME from "
+        "runtime_env_hf_home. Run it with runtime_env_cache_root on a filesystem that user can write, then restart "
+        "the server.",
+    },
     # Resources: host and GPU memory.
     {
         "id": "host_out_of_memory",
@@ -113,6 +140,22 @@ DIAGNOSES = (
         "sglang_server_tensor_parallel_size.",
     },
     # The model against the parallelism asked for.
+    {
+        "id": "tensor_parallel_exceeds_gpus",
+        "component": "the GPUs the server sees",
+        # CUDA's words for a device index past the last visible GPU, as torch and NCCL print them (HIP's are the
+        # same), torch's hint under them and CUDA's name for the error.
+        "pattern": r"invalid device ordinal|GPU device may be out of range|cudaErrorInvalidDevice",
+        "cause": "A rank asked for a GPU that the server does not see: its ranks need more GPUs on this node than "
+        "the host has, or than CUDA_VISIBLE_DEVICES in the server's environment leaves visible. A server takes "
+        "tensor-parallel size x pipeline-parallel size GPUs per node (x the data-parallel size without "
+        "--enable-dp-attention), counted from --base-gpu-id.",
+        "fix": "Count the GPUs the server sees: nvidia-smi -L lists the host's, and CUDA_VISIBLE_DEVICES in "
+        "sglang_server_env (indices or UUIDs; empty means none) narrows them. Lower "
+        "sglang_server_tensor_parallel_size (or --pp-size, --dp-size, --base-gpu-id in sglang_server_extra_args) to "
+        "fit, or make more GPUs visible. Fewer GPUs in nvidia-smi -L than the host holds means one was lost: the "
+        "kernel log's Xid says why.",
+    },
     {
         "id": "tensor_parallel_not_divisible",
         # SGLang's ensure_divisibility() says "<n> is not divisible by <tp>"; quantized MoE layers say
@@ -267,11 +310,20 @@ DIAGNOSES = (
     # The model and where it comes from.
     {
         "id": "model_type_unknown",
-        "component": "transformers",
-        "pattern": r"has model type `[^`]+` but Transformers does not recognize this architecture",
-        "cause": "The installed transformers does not know this model's architecture.",
-        "fix": "Use an SGLang and transformers release that supports the model (a newer stack_profile), or "
-        "check that sglang_server_model_path points at the model you meant.",
+        # Each layer's own words, the same in SGLang 0.5.9, 0.5.17 and 0.5.23: transformers' for a config.json
+        # model_type it does not know (AutoConfig); SGLang's model loader's for an architecture that neither it nor
+        # transformers implements (resolve_transformers_arch); its registry's for one it cannot resolve at all. The
+        # component is the layer that raised it.
+        "pattern": r"has model type `[^`]+` but Transformers does not recognize this architecture"
+        r"|Cannot find model module\. '[^'\n]*' is not a registered model|Model architectures \[[^\]\n]*\] are not "
+        r"supported for now",
+        "cause": "Neither this SGLang nor its transformers knows the model's architecture (config.json's model_type "
+        "or architectures): a model newer than the stack, a wrong or mistyped config.json, or a custom model "
+        "without the code its auto_map names.",
+        "fix": "Serve it with a stack_profile whose SGLang and transformers support the model (SGLang's list of "
+        "supported models names the architectures), and check that sglang_server_model_path points at the model "
+        "you meant and its config.json is the model's own; a model with code of its own needs that code beside "
+        "its config.json and sglang_server_trust_remote_code: true.",
     },
     {
         "id": "trust_remote_code",

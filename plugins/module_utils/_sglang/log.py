@@ -72,8 +72,10 @@ FATAL_LINES = tuple(
         r"NCCL error",
         r"ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError",
         r"\[Errno 98\]|[Aa]ddress already in use",
-        # argparse refusing the command line ("launch_server.py: error: unrecognized arguments: --x"):
-        # the process exits with no traceback, and this line is the only one that names the flag.
+        # argparse refusing the command line: the process exits with no traceback, and this line is the only one
+        # that names the flag. Its prog is one or two words: "launch_server.py: error: ..." (SGLang 0.5.9's
+        # `python -m sglang.launch_server`), "sglang: error: ..." (0.5.9's `sglang serve`), "sglang serve: error:
+        # ..." (0.5.10 on, either entrypoint).
         r"^\S+(?: \S+)?: error: (unrecognized arguments: |argument -|the following arguments are required: "
         r"|ambiguous option: )",
     )
@@ -151,8 +153,9 @@ def _port_in_use(text):
 
 
 def catalogue_entry(text, catalogue=DIAGNOSES):
-    """The first catalogue entry whose pattern occurs in text, or None."""
-    return next((entry for entry in catalogue if re.search(entry["pattern"], text)), None)
+    """The first catalogue entry whose pattern, and its where when it has one, occur in text; or None."""
+    return next((entry for entry in catalogue
+                 if re.search(entry["pattern"], text) and re.search(entry.get("where") or "", text)), None)
 
 
 def diagnose(text, catalogue=DIAGNOSES, context="", generic=True, ended=None):

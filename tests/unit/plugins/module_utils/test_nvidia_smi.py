@@ -13,12 +13,14 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_sm
     OUTPUT_LINES,
     VALUE_BYTES,
     gather,
+    gpu_list,
     kernel_module_flavour,
     kernel_module_version,
     nvswitch_facts,
     parse_cuda_version,
     parse_fabric,
     fabric_summary,
+    QUERY_ARGV,
     QUERY_FIELDS,
     parse_driver_version,
     parse_query,
@@ -564,3 +566,29 @@ def test_gpu_facts_commands_are_bounded_in_time_and_output(monkeypatch):
     assert nvidia_smi.run_command(["/usr/bin/nvidia-smi", "-q"]) == (0, "", "")
     assert calls == [(["/usr/bin/nvidia-smi", "-q"], nvidia_smi.COMMAND_TIMEOUT)]
     assert nvidia_smi.gather_host.__defaults__ == (nvidia_smi.run_command,)
+
+
+def test_the_gpu_list_is_the_querys_alone():
+    asked = []
+    query = recorded(
+        "nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,pcie.link.gen.current,pcie.link.gen.max,"
+        "pcie.link.width.current,pcie.link.width.max,persistence_mode,driver_version --format=csv")
+
+    def run(argv):
+        asked.append(argv)
+        return 0, query, ""
+    gpus = gpu_list("/usr/bin/nvidia-smi", run)
+    assert [(gpu["index"], gpu["uuid"]) for gpu in gpus] == [
+        (0, "GPU-05955e7c-75f2-7cdc-397f-0c334c1a526b"), (1, "GPU-7c147265-c1dc-22ad-90f4-6ccd06d65014")]
+    assert asked == [["/usr/bin/nvidia-smi"] + list(QUERY_ARGV)]
+
+
+@pytest.mark.parametrize("nvidia_smi, answer, gpus", [
+    (None, None, None),  # not installed: nothing is run
+    ("/usr/bin/nvidia-smi", (6, "No devices were found\n", ""), []),
+    ("/usr/bin/nvidia-smi", (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", ""),
+     None),
+    ("/usr/bin/nvidia-smi", (127, "", "nvidia-smi: Permission denied"), None),
+])
+def test_a_host_whose_gpus_nvidia_smi_cannot_list_has_none_listed(nvidia_smi, answer, gpus):
+    assert gpu_list(nvidia_smi, lambda argv: answer) == gpus

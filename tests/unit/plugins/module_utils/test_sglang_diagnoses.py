@@ -1,15 +1,18 @@
 """The diagnosis catalogue: every message each entry promises to recognise, and the whole texts operators read."""
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.jit_caches import CACHE_VARIABLES
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import catalogue_entry, diagnose
 
 # The causes and fixes as reviewed; a change to what the operator reads is deliberate and updates this file.
 TEXTS = json.loads((Path(__file__).resolve().parents[3] / "data" / "what_operators_read" / "sglang_diagnoses.json")
                    .read_text(encoding="utf-8"))
+ROLE_DEFAULTS = (Path(__file__).resolve().parents[4] / "roles" / "runtime_env" / "defaults" / "main.yml").read_text()
 
 # One message per alternative of each pattern, holding that alternative only: a pattern that stops recognising
 # any one of them fails here.
@@ -19,6 +22,10 @@ MESSAGES = [
     ("launch_server.py: error: the following arguments are required: --model-path", "invalid_argument"),
     ("launch_server.py: error: ambiguous option: --tp could match --tp-size, --tp-rank", "invalid_argument"),
     ("Traceback (most recent call last):\nlaunch_server.py: error: unrecognized arguments: --x", "invalid_argument"),
+    # `sglang serve` of SGLang 0.5.9 names its parser `sglang`; from 0.5.10 on both entrypoints say `sglang serve`.
+    ("sglang: error: unrecognized arguments: --reasoning_parser kimi_k2", "invalid_argument"),
+    ("sglang serve: error: unrecognized arguments: --reasoning_parser kimi_k2", "invalid_argument"),
+    ("sglang serve: error: argument --tp-size: invalid int value: 'four'", "invalid_argument"),
     ("RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN Compatibility Issue Detected", "cudnn_check"),
     ("or set SGLANG_DISABLE_CUDNN_CHECK=1", "cudnn_check"),
     ("ImportError: DeepEP is not installed.", "optional_dependency_missing"),
@@ -35,6 +42,36 @@ MESSAGES = [
     ("flashinfer_python with minimum required version 0.6.3", "flashinfer_version_check"),
     ("Exception: sgl-kernel is installed with version 0.3.16", "sgl_kernel_version"),
     ("sgl-kernel with minimum required version 0.3.21", "sgl_kernel_version"),
+    # A cache directory that cannot be made, in the frames of each JIT compiler's code that makes it (their releases
+    # of the 0.5.17 profile), or at a cache's own path.
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/flashinfer/jit/core.py", line 18, in <module>\n'
+     "PermissionError: [Errno 13] Permission denied: '/home/sglang'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/triton/runtime/cache.py", line 45, in __init__\n'
+     "PermissionError: [Errno 13] Permission denied: '/home/sglang'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/torch/_inductor/runtime/cache_dir_utils.py", line 18, in '
+     "cache_dir\nOSError: [Errno 30] Read-only file system: '/var/tmp/inductor'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line 2341, in '
+     "_write_ninja_file_and_compile_objects\nPermissionError: [Errno 13] Permission denied: '/home/sglang'",
+     "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/tvm_ffi/cpp/extension.py", line 698, in _build_impl\n'
+     "PermissionError: [Errno 13] Permission denied: '/home/sglang'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/tilelang/cache/kernel_cache.py", line 183, in _create_dirs\n'
+     "PermissionError: [Errno 13] Permission denied: '/home/sglang'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/cutlass/base_dsl/cache_helpers.py", line 75, in '
+     "get_reusable_temp_dir\nPermissionError: [Errno 13] Permission denied: '/srv/tmp/sglang'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/sglang/srt/compilation/backend.py", line 414, in __call__\n'
+     "PermissionError: [Errno 13] Permission denied: '/home/sglang'", "jit_cache_not_writable"),
+    ('  File "/opt/ml-env/lib/python3.11/site-packages/sglang/srt/distributed/device_communicators/'
+     'custom_all_reduce_utils.py", line 266, in gpu_p2p_access_check\n'
+     "PermissionError: [Errno 13] Permission denied: '/home/sglang'", "jit_cache_not_writable"),
+    ("RuntimeError: Assertion error (/DeepGEMM/csrc/utils/system.hpp:76): Failed to make directory: "
+     "/home/sglang/.cache/deep_gemm/tmp, created: 0, value: 13", "jit_cache_not_writable"),
+    ("PermissionError: [Errno 13] Permission denied: '/home/sglang/.cache/tvm-ffi'", "jit_cache_not_writable"),
+    ("PermissionError: [Errno 13] Permission denied: '/home/sglang/.triton'", "jit_cache_not_writable"),
+    ("PermissionError: [Errno 13] Permission denied: '/home/sglang/.tilelang'", "jit_cache_not_writable"),
+    ("PermissionError: [Errno 13] Permission denied: '/home/sglang/.nv/ComputeCache'", "jit_cache_not_writable"),
+    ("PermissionError: [Errno 13] Permission denied: '/tmp/torchinductor_sglang'", "jit_cache_not_writable"),
+    ("PermissionError: [Errno 13] Permission denied: '/tmp/sglang/cutlass_python_cache'", "jit_cache_not_writable"),
     ("OSError: [Errno 12] Cannot allocate memory", "host_out_of_memory"),
     ("torch.cuda: CUDA out of memory. Tried to allocate 26.00 MiB.", "cuda_out_of_memory"),
     ("torch.OutOfMemoryError", "cuda_out_of_memory"),
@@ -42,6 +79,12 @@ MESSAGES = [
     ("RuntimeError: CUDA error: out of memory", "cuda_out_of_memory"),
     ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "cuda_out_of_memory"),
     ("ValueError: insufficient device memory for the KV cache", "cuda_out_of_memory"),
+    # torch 2.11's words for a device index past the visible GPUs (c10_cuda_check_implementation), NCCL's, and
+    # CUDA's name of the error.
+    ("[TP1] torch.AcceleratorError: CUDA error: invalid device ordinal", "tensor_parallel_exceeds_gpus"),
+    ("GPU device may be out of range, do you have enough GPUs?", "tensor_parallel_exceeds_gpus"),
+    ("node1:123:456 [1] NCCL WARN Cuda failure 'invalid device ordinal'", "tensor_parallel_exceeds_gpus"),
+    ("cudaErrorInvalidDevice", "tensor_parallel_exceeds_gpus"),
     ("AssertionError: 16 is not divisible by 6", "tensor_parallel_not_divisible"),
     ('File "sglang/srt/utils.py", in ensure_divisibility', "tensor_parallel_not_divisible"),
     ("ValueError: The output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n "
@@ -112,6 +155,12 @@ MESSAGES = [
     ("The NVIDIA driver on your system is too old (found version 11060).", "cuda_driver"),
     ("ValueError: The checkpoint you are trying to load has model type `kimi_k2` but Transformers does not "
      "recognize this architecture.", "model_type_unknown"),
+    # SGLang's words for an architecture neither it nor transformers has, each release's own (RELEASE_WORDING).
+    ("ValueError: Cannot find model module. 'ExampleNextForCausalLM' is not a registered model in the Transformers "
+     "library (only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the "
+     "model config's 'auto_map' (relevant if the model is custom).", "model_type_unknown"),
+    ("ValueError: Model architectures ['ExampleNextForCausalLM'] are not supported for now. Supported "
+     "architectures: dict_keys(['LlamaForCausalLM', 'Qwen3ForCausalLM'])", "model_type_unknown"),
     ("The repository for x contains custom code which must be executed to correctly load the model.",
      "trust_remote_code"),
     ("Loading tiiuae/falcon-7b requires you to execute the configuration file in that repo", "trust_remote_code"),
@@ -143,12 +192,16 @@ def test_each_known_message_gets_its_diagnosis_with_the_whole_cause_and_fix(text
 
 @pytest.mark.parametrize("text", [
     "  launch_server.py: error: unrecognized arguments: --x",  # argparse writes its error at a line's start
+    "  sglang serve: error: unrecognized arguments: --x",
     "No module named 'deep_epx'",  # another package than DeepEP's
     "CUDA arch < sm89",
     "libcudart.so.13: cannot open shared object file",
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",  # in every CUDA error torch raises
     "I0617 14:02:14.685145 355565 transfer_engine.cpp:44] Transfer Engine starting. Server: 10.0.0.1",
     "metrics_port=9003",
+    # An errno outside a JIT cache: a model file the server's user may not read.
+    "PermissionError: [Errno 13] Permission denied: '/models/x/config.json'",
+    "Cannot find model module. is not a registered model",
 ])
 def test_near_misses_match_no_entry(text):
     assert catalogue_entry(text) is None and diagnose(text)["id"] == "not_in_catalogue"
@@ -224,3 +277,52 @@ def test_a_failure_the_catalogue_does_not_know_gets_the_generic_diagnosis_of_whe
 def test_the_component_comes_from_the_innermost_known_frame_else_the_logs_signs_else_the_server(
         text, context, component):
     assert diagnose(text, context=context)["component"] == component
+
+
+# SGLang's words for a model architecture it cannot serve, as each release formats them (arch
+# 'ExampleNextForCausalLM'): sglang/srt/model_loader/utils.py (resolve_transformers_arch) and
+# sglang/srt/models/registry.py (_raise_for_unsupported) of the PyPI wheels; tests/data/sglang_logs/built/SOURCES.md.
+NOT_REGISTERED = ("Cannot find model module. 'ExampleNextForCausalLM' is not a registered model in the Transformers "
+                  "library (only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present "
+                  "in the model config's 'auto_map' (relevant if the model is custom).")
+REMOTE_CODE_FAILED = ("Cannot find model module. 'ExampleNextForCausalLM' is not a registered model in the Transformers "
+                      "library and loading the custom model from auto_map failed. The remote model code may be "
+                      "incompatible with the installed transformers version.")
+NOT_SUPPORTED = ("Model architectures ['ExampleNextForCausalLM'] are not supported for now. Supported architectures: "
+                 "dict_keys(['LlamaForCausalLM'])")
+RELEASE_WORDING = [
+    ("0.5.9", "model_loader/utils.py:55", NOT_REGISTERED),
+    ("0.5.9", "models/registry.py:49", NOT_SUPPORTED),
+    ("0.5.17", "model_loader/utils.py:153", NOT_REGISTERED),
+    ("0.5.17", "model_loader/utils.py:161", REMOTE_CODE_FAILED),
+    ("0.5.17", "models/registry.py:51", NOT_SUPPORTED),
+    ("0.5.23", "model_loader/utils.py:156", NOT_REGISTERED),
+    ("0.5.23", "model_loader/utils.py:164", REMOTE_CODE_FAILED),
+    ("0.5.23", "models/registry.py:64", NOT_SUPPORTED),
+]
+
+
+@pytest.mark.parametrize("release, source, message", RELEASE_WORDING,
+                         ids=["%s %s" % (release, source) for release, source, message in RELEASE_WORDING])
+def test_an_architecture_no_layer_knows_is_one_class_in_every_releases_words(release, source, message):
+    traceback = ('  File "/opt/ml-env/lib/python3.11/site-packages/sglang/srt/%s", line 1, in f\nValueError: %s'
+                 % (source.split(":")[0], message))
+    found = diagnose(traceback)
+    assert (found["id"], found["component"], found["raised_in"]) == (
+        "model_type_unknown", "SGLang", "sglang/srt/" + source.split(":")[0])
+
+
+def test_an_errno_counts_as_a_jit_cache_only_with_a_jit_cache_in_the_same_text():
+    errno = "PermissionError: [Errno 13] Permission denied: '/home/sglang'"
+    frame = '  File "/opt/ml-env/lib/python3.11/site-packages/flashinfer/jit/core.py", line 18, in <module>'
+    assert catalogue_entry(errno) is None and catalogue_entry(frame) is None
+    assert diagnose(errno, context=frame)["id"] == "not_in_catalogue"
+    assert diagnose(frame + "\n" + errno)["id"] == "jit_cache_not_writable"
+
+
+def test_the_jit_cache_fix_names_every_variable_the_runtime_env_role_renders_for_them():
+    fix = TEXTS["jit_cache_not_writable"]["fix"]
+    names = set(re.findall(r"\b[A-Z][A-Z0-9_]*_[A-Z0-9_]+\b", fix))
+    assert names == set(CACHE_VARIABLES) | {"HF_HOME"}
+    for variable in ("runtime_env_cache_root", "runtime_env_cache_owner", "runtime_env_hf_home"):
+        assert variable in fix and variable in ROLE_DEFAULTS
