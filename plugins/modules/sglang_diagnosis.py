@@ -41,6 +41,10 @@ description:
     text. A server whose process lives but whose C(/health) gives no answer, or which answers C(/health) but not
     the generate (it hangs, fails, or comes back without text), is reported as not serving, with what each
     request did and the cause its log shows. Only a server that runs is asked.
+  - Whether the chosen launch started with the GPU memory it should have (RV(capacity)), judged as
+    M(blackwell.gpu_node.wait_for_server) judges it when the server gets ready - its KV-cache tokens and free memory
+    from its log, against the last good launch of the same command line on this node, and the processes that held
+    GPU memory when it was launched; a degraded start is warned about and ends RV(verdict).
   - RV(verdict) puts it in one line. The playbook C(blackwell.gpu_node.diagnose) runs this on every node; the
     playbooks C(blackwell.gpu_node.validate) and C(blackwell.gpu_node.upgrade) use it to prove a server serves.
 extends_documentation_fragment:
@@ -108,6 +112,12 @@ options:
         recorded command line.
       - Never returned, and masked (C(********)) wherever a text the module returns could hold it.
     type: str
+  degraded_ratio:
+    description:
+      - A launch whose KV cache holds fewer tokens than this share of the last good launch of the same command line
+        is degraded (see RV(capacity)), as for M(blackwell.gpu_node.wait_for_server); V(0) to V(1).
+    type: float
+    default: 0.5
 """
 
 EXAMPLES = r"""
@@ -317,6 +327,16 @@ kernel:
     xid_count:
       description: How many Xid lines, also past the first 50.
       type: int
+capacity:
+  description:
+    - The GPU memory the chosen launch started with, judged as M(blackwell.gpu_node.wait_for_server) returns it in
+      its RV(blackwell.gpu_node.wait_for_server#module:capacity) (C(kv_tokens), C(avail_mem_gb), C(last_good),
+      C(last_good_is_this_launch), C(share), C(degraded_ratio), C(holders), C(below_last_good), C(beside_holders),
+      C(degraded), C(message)); the holders are those recorded when that launch was started.
+    - Null when no launch is recorded, or its log cannot be read.
+  returned: always
+  type: dict
+  sample: {"kv_tokens": 405968, "last_good": {"kv_tokens": 20542816}, "share": 0.0198, "degraded": true}
 gpu_processes:
   description: Processes holding GPU memory (C(pid), C(name), C(used_memory_mib), C(gpu_uuid)); null where
     C(nvidia-smi) is missing or fails (RV(gpu_processes_problem) says why) or with O(gpu_processes=false).
@@ -340,6 +360,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import kernel_events, read_kernel_log
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.capacity import (
+    DEGRADED_RATIO,
+    judge_launch,
+    ratio_problem,
+    startup_memory,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnosis import (
     NoSuchLaunch,
     classify_launch,
@@ -417,6 +443,8 @@ def option_problems(params):
         problems.append("server_url: " + url_problem(params["server_url"]))
     if params["api_key"] and control_character_problem(params["api_key"], "api_key"):
         problems.append("api_key holds a control character, which would end the request's header: give the key")
+    if ratio_problem(params["degraded_ratio"]):
+        problems.append(ratio_problem(params["degraded_ratio"]))
     return problems
 
 
@@ -449,6 +477,7 @@ def main():
             probe_timeout=dict(type="float", default=30),
             server_url=dict(type="str"),
             api_key=dict(type="str", no_log=True),
+            degraded_ratio=dict(type="float", default=DEGRADED_RATIO),
         ),
         supports_check_mode=True,
     )
@@ -459,7 +488,7 @@ def main():
 
     instance = Instance(params["state_dir"], params["name"])
     report = dict(changed=False, launch=None, log=None, kernel=None, gpu_processes=None, gpu_processes_problem=None,
-                  serving=None)
+                  serving=None, capacity=None)
     try:
         recorded = instance.load()
         launches = instance.launches()
@@ -497,8 +526,13 @@ def main():
         report["log"] = {"ready_line": None, "failure": None, "last_lines": [], "left_out_bytes": 0,
                          "problem": "log_path %s cannot be read: %s" % (launch["log_path"], getattr(exc, "strerror", None) or exc)}
     else:
-        report["log"] = classify_launch(head, tail, final=not current, mask=launch_mask(launch, recorded))
+        mask = launch_mask(launch, recorded)
+        report["log"] = classify_launch(head, tail, final=not current, mask=mask)
         report["log"].update(left_out_bytes=left_out, problem=note)
+        # SGLang logs its memory before it is ready: in the head of any launch's log.
+        report["capacity"] = judge_launch(instance, launch, startup_memory(head), params["degraded_ratio"], mask)
+        if report["capacity"]["degraded"]:
+            module.warn(report["capacity"]["message"])
     if params["kernel_log"]:
         report["kernel"] = kernel_view(launch, report["state"], recorded)
     report["verdict"] = verdict(report)

@@ -44,6 +44,22 @@ description:
     line cut to 2 KiB (the number of bytes cut said at its end), so that no log line can make a result of
     megabytes or act on the terminal that shows it. A traceback of more than 200 lines is returned as its first
     100 and its last 100 lines, with the number left out between them.
+  - With O(name), a server that got ready is also judged on the GPU memory it started with (RV(capacity)). SGLang
+    sizes its KV cache from the GPU memory that is free when it starts and becomes ready with whatever it got, so
+    beside another process that holds most of a GPU it serves with a fraction of its capacity and says nothing else.
+    The module reads what SGLang logged before it was ready - the pool the scheduler runs with
+    (C(max_total_num_tokens=N), else the tokens of each rank's first C(KV Cache is allocated) line) and the free
+    memory when the weights began to load (C(Load weight begin. avail mem=X GB)) - and the launch's entry in
+    C(<name>.launches.json) in O(state_dir), where M(blackwell.gpu_node.sglang_server) records the digest of its
+    command line and the processes that held GPU memory when it launched the server.
+  - The start is degraded when the KV cache holds fewer tokens than O(degraded_ratio) times those of the last good
+    launch of the same command line on this node, or when the server was launched beside a process that held GPU
+    memory (also at the first launch, which has nothing to compare with). The message names every such process
+    (pid, user, command line, MiB) and both token counts. O(degraded_start=warn) warns, O(degraded_start=fail)
+    fails the task; the server is left running either way.
+  - A start that is not degraded, whose launch is recorded and whose log says its pool, becomes the last good
+    launch of its command line, kept per digest of the command line in C(<name>.capacity.json) in O(state_dir)
+    (root's, C(0600), the last eight command lines), which is read and written as the other state files are.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
 attributes:
@@ -160,6 +176,32 @@ options:
     type: list
     elements: str
     default: []
+  name:
+    description:
+      - The server instance, as given to M(blackwell.gpu_node.sglang_server). Given, a server that got ready is judged
+        on the GPU memory it started with (see RV(capacity)); unset, it is not.
+      - 1 to 64 letters, digits, V(_), V(.) or V(-), starting with a letter or digit, without V(..).
+    type: str
+  state_dir:
+    description:
+      - Where M(blackwell.gpu_node.sglang_server) records the server O(name); used with O(name) only.
+      - Root's at every level and writable by root alone, or refused.
+    type: path
+    default: /var/lib/blackwell-gpu-node
+  degraded_start:
+    description:
+      - What a degraded start (see RV(capacity)) does - V(warn) warns and the task succeeds, V(fail) fails the task
+        (RV(ready) stays true, as the server serves, with less memory). The server is left running either way.
+    type: str
+    choices: [warn, fail]
+    default: warn
+  degraded_ratio:
+    description:
+      - A start whose KV cache holds fewer tokens than this share of the last good launch of the same command line
+        on this node is degraded; from V(0) (never by the share, only a process that held GPU memory at launch
+        makes a start degraded) to V(1).
+    type: float
+    default: 0.5
 notes:
   - Runs on the target, next to the log. Use it after M(blackwell.gpu_node.sglang_server), passing its
     C(offset) and C(pid).
@@ -187,6 +229,14 @@ EXAMPLES = r"""
     pid_path: /run/sglang/server.pid
     require_ready_line: false
     health_url: http://127.0.0.1:30000/health
+
+- name: Wait, and fail a start beside another process that holds GPU memory
+  blackwell.gpu_node.wait_for_server:
+    log_path: /var/log/sglang/server.log
+    offset: "{{ launch.offset }}"
+    pid: "{{ launch.pid }}"
+    name: sglang
+    degraded_start: fail
 
 - name: Teach it a cause of your own
   blackwell.gpu_node.wait_for_server:
@@ -283,6 +333,59 @@ last_lines:
   returned: unless check mode
   type: list
   elements: str
+capacity:
+  description: The GPU memory the server started with, judged against the last good launch of its command line.
+  returned: when the server got ready and O(name) is given
+  type: dict
+  contains:
+    kv_tokens:
+      description: The tokens of the KV cache SGLang runs with; null when the log does not say.
+      type: int
+      sample: 405968
+    avail_mem_gb:
+      description: The least free GPU memory a rank had when its weights began to load, in GB as SGLang logs it.
+      type: float
+      sample: 1.55
+    last_good:
+      description:
+        - The last good launch of the same command line on this node - C(kv_tokens), C(avail_mem_gb), C(pid),
+          C(start_time), C(started_at), C(recorded_at) - before this one was judged; null when there is none.
+      type: dict
+    last_good_is_this_launch:
+      description: Whether RV(capacity.last_good) is this launch itself.
+      type: bool
+    share:
+      description: RV(capacity.kv_tokens) over the last good launch's, rounded to 4 digits; null without both.
+      type: float
+      sample: 0.0198
+    degraded_ratio:
+      description: O(degraded_ratio).
+      type: float
+    holders:
+      description:
+        - The processes that held GPU memory when M(blackwell.gpu_node.sglang_server) launched the server, each
+          with C(pid), C(user), C(command) (its command line from C(/proc), SGLang's secret flags, O(secret_flags)
+          and the values of O(mask) masked, cut to 200 bytes; nvidia-smi's process name where C(/proc) does not show
+          it), C(used_memory_mib) and C(gpu_uuid).
+        - Empty when none did; null when it is not known (no C(nvidia-smi), or a launch not recorded).
+      type: list
+      elements: dict
+    below_last_good:
+      description: Whether RV(capacity.share) is below O(degraded_ratio).
+      type: bool
+    beside_holders:
+      description: Whether a process held GPU memory when the server was launched.
+      type: bool
+    degraded:
+      description: RV(capacity.below_last_good) or RV(capacity.beside_holders).
+      type: bool
+    message:
+      description: What the warning (or the failure) says - both token counts, every holder, the free memory and what
+        to do; null when the start is not degraded.
+      type: str
+    recorded_as_good:
+      description: Whether this launch became the last good launch of its command line.
+      type: bool
 """
 
 import functools
@@ -297,8 +400,17 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readiness import Waiter, probe_failure
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import SECRET_FLAGS, masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.capacity import (
+    DEGRADED_RATIO,
+    DEGRADED_START,
+    StartupMemory,
+    gate,
+    ratio_problem,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.diagnoses import DIAGNOSES
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import BadState, Instance
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import name_problems
 
 PROBE_TIMEOUT = 2
 PID_FILE_LIMIT = 64
@@ -355,6 +467,11 @@ def check_options(module):
     for flag in params["secret_flags"]:
         if not FLAG.fullmatch(flag):
             module.fail_json(msg="secret_flags: %r is not a flag such as --hf-token" % flag)
+    problems = [ratio_problem(params["degraded_ratio"])]
+    if params["name"] is not None:
+        problems += name_problems(params)
+    if any(problems):
+        module.fail_json(msg="; ".join(problem for problem in problems if problem))
     patterns = [("ready_pattern", params["ready_pattern"])]
     patterns += [("fatal_patterns", pattern) for pattern in params["fatal_patterns"]]
     patterns += [("diagnoses[%s].pattern" % entry["id"], entry["pattern"]) for entry in params["diagnoses"]]
@@ -393,6 +510,10 @@ def main():
             last_lines=dict(type="int", default=40),
             mask=dict(type="list", elements="str", default=[], no_log=True),
             secret_flags=dict(type="list", elements="str", default=[], no_log=False),
+            name=dict(type="str"),
+            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            degraded_start=dict(type="str", choices=list(DEGRADED_START), default="warn"),
+            degraded_ratio=dict(type="float", default=DEGRADED_RATIO),
         ),
         mutually_exclusive=[("pid", "pid_path")],
         required_if=[("require_ready_line", False, ("health_url",))],
@@ -404,6 +525,8 @@ def main():
         module.exit_json(changed=False, ready=None, msg="check mode: not waiting for %s" % params["log_path"])
 
     pid = read_pid(module, params["pid_path"]) if params["pid_path"] else params["pid"]
+    mask = functools.partial(masked_text, values=params["mask"], secret_flags=SECRET_FLAGS + tuple(params["secret_flags"]))
+    memory = StartupMemory()
     waiter = Waiter(
         LogFollower(params["log_path"], params["offset"]),
         StartupClassifier(params["ready_pattern"], params["fatal_patterns"]),
@@ -414,13 +537,35 @@ def main():
         require_ready_line=params["require_ready_line"],
         catalogue=tuple(params["diagnoses"]) + DIAGNOSES,
         last_lines=params["last_lines"],
-        mask=functools.partial(masked_text, values=params["mask"],
-                               secret_flags=SECRET_FLAGS + tuple(params["secret_flags"])),
+        mask=mask,
+        memory=memory,
     )
     result = waiter.run()
-    if result["ready"]:
-        module.exit_json(changed=False, **result)
-    module.fail_json(**result)
+    if not result["ready"]:
+        module.fail_json(**result)
+    if params["name"] is not None:
+        judge_start(module, pid, memory.summary(), mask, result)
+    module.exit_json(changed=False, **result)
+
+
+def judge_start(module, pid, memory, mask, result):
+    """Judge the GPU memory the ready server started with (result's capacity): a warning for a degraded start, or
+    with degraded_start=fail a failure."""
+    params = module.params
+    instance = Instance(params["state_dir"], params["name"])
+    try:
+        capacity = gate(instance, instance.launch_of(pid, params["offset"]) if pid else None, memory,
+                        params["degraded_ratio"], mask)
+    except (BadState, InvalidOption, OSError) as exc:
+        module.fail_json(**dict(result, msg="The server is ready, but the GPU memory it started with could not be "
+                                            "judged: state_dir=%s: %s" % (params["state_dir"], exc)))
+    result["capacity"] = capacity
+    if not capacity["degraded"]:
+        return
+    if params["degraded_start"] == "fail":
+        module.fail_json(**dict(result, msg="%s The server was left running; degraded_start=fail (the role's "
+                                            "sglang_server_degraded_start) makes this a failure." % capacity["message"]))
+    module.warn(capacity["message"])
 
 
 if __name__ == "__main__":

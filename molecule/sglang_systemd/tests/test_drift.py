@@ -20,8 +20,8 @@ def test_each_file_the_module_keeps_changed_alone_is_set_back(tmp_path, host):
     assert changed(ran) == []
     task = next(name for name, result in ran.items() if result.get("action") == MODULE)
     files = ran[task]["managed"]
-    # The log, the unit, the pid, state, secret environment and launch history files, the logrotate file; the
-    # text of the unit, the secret environment file and the logrotate file.
-    assert len(files) == 7 and sum(thing["text"] for thing in files) == 3, files
+    # The log, the unit, the pid, state, secret environment, launch history and last good launch files, the
+    # logrotate file; the text of the unit, the secret environment file and the logrotate file.
+    assert len(files) == 8 and sum(thing["text"] for thing in files) == 3, files
     ran = drift_each(run_role, managed_changes(host, task, files))
     assert ran[task]["running"], ran[task]

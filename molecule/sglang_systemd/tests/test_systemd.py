@@ -79,8 +79,9 @@ def test_the_root_server_of_the_previous_version_was_migrated(host):
     assert not host.file("/proc/%d" % legacy).exists
     state = json.loads(host.file("/var/lib/blackwell-gpu-node/sglang.json").content_string)
     assert state["manager"] == "systemd" and state["identity"] == {"user": "sglang", "group": "sglang"}
-    assert sorted(host.file("/var/lib/blackwell-gpu-node").listdir()) == ["sglang.json", "sglang.launches.json",
-                                                                          "sglang.pid", "sglang.secret.env"]
+    assert sorted(host.file("/var/lib/blackwell-gpu-node").listdir()) == ["sglang.capacity.json", "sglang.json",
+                                                                          "sglang.launches.json", "sglang.pid",
+                                                                          "sglang.secret.env"]
 
 
 def test_the_log_stays_roots_and_is_rotated(host):

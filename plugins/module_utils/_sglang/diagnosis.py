@@ -146,8 +146,10 @@ def gpu_processes(run=subprocess.run):
 
 def verdict(report):
     """One line for the operator, as a result may show it: whether the server runs, whether it serves (when
-    report's ``serving`` says, from serving.serves()) and, when the chosen launch failed, why."""
-    return result_line(_verdict(report))
+    report's ``serving`` says, from serving.serves()), when the chosen launch failed, why, and when it started
+    degraded (report's ``capacity``, from capacity.judge()), what it started with."""
+    capacity = report.get("capacity") or {}
+    return result_line(_verdict(report) + ("; " + capacity["message"] if capacity.get("degraded") else ""))
 
 
 def _oom_kill(event):

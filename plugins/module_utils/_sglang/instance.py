@@ -30,6 +30,9 @@ LAUNCH_HISTORY = 5
 # What a launch's entry holds: where its log begins, and the process it was (start time in clock ticks since
 # boot, the boot it ran in), which dates it against the kernel's log.
 LAUNCH_FIELDS = ("pid", "start_time", "offset", "log_path", "started_at", "boot_id")
+# What the readiness gate judges a launch's start by (capacity.py), where the launch recorded it: the digest of its
+# command line and the processes that held GPU memory when it was launched.
+LAUNCH_CAPACITY_FIELDS = ("argv_digest", "gpu_holders")
 # What masking the launch's log needs beyond SGLang's own secret flags, when the launch had any: its secret
 # flags and the secrets its log may show (its command line's and secret_env's values). Only this root-only file
 # keeps them once the state file is gone; no result shows them.
@@ -91,32 +94,57 @@ class Instance(Tracked):
         # Kept when the server is stopped or forgotten: a crash is looked at after the next run cleaned up.
         self.launches_name = name + ".launches.json"
         self.launches_path = os.path.join(state_dir, self.launches_name)
+        # The last good launch of each command line, which the readiness gate compares a start with; kept as the
+        # launch history is.
+        self.capacity_name = name + ".capacity.json"
 
     def files(self):
         """The pid, state and secret environment files: what forget() removes."""
         return super(Instance, self).files() + [self.secret_env_name]
 
     def kept_files(self):
-        """The files of files() and the launch history, which forget() keeps."""
-        return self.files() + [self.launches_name]
+        """The files of files(), the launch history and the last good launches, which forget() keeps."""
+        return self.files() + [self.launches_name, self.capacity_name]
+
+    def _read_json(self, name, empty):
+        """The JSON value of the state file name, empty when there is none or it is not JSON."""
+        if path_kind(self.state_dir) != "directory":
+            return empty
+        directory = self.directory()
+        try:
+            text = read_text(directory, name)
+        finally:
+            os.close(directory)
+        try:
+            value = json.loads(text) if text else empty
+        except ValueError:
+            return empty
+        return value if isinstance(value, type(empty)) else empty
+
+    def _write_json(self, name, value):
+        directory = self.directory(create=True)
+        try:
+            write_atomically(directory, name, json.dumps(value, indent=2, sort_keys=True), STATE_MODE)
+        finally:
+            os.close(directory)
 
     def launches(self):
         """The recorded launches, newest first; [] when there are none. An entry that is not a launch (a file
         edited by hand, cut off) is left out rather than trusted: nothing is signalled from this history."""
-        if path_kind(self.state_dir) != "directory":
-            return []
-        directory = self.directory()
-        try:
-            text = read_text(directory, self.launches_name)
-        finally:
-            os.close(directory)
-        try:
-            entries = json.loads(text) if text else []
-        except ValueError:
-            return []
-        if not isinstance(entries, list):
-            return []
+        entries = self._read_json(self.launches_name, [])
         return [entry for entry in entries if launch_problem(entry) is None][:LAUNCH_HISTORY]
+
+    def launch_of(self, pid, offset):
+        """The recorded launch of the process pid whose log began at offset, None when the history has none."""
+        return next((entry for entry in self.launches() if entry["pid"] == pid and entry["offset"] == offset), None)
+
+    def capacity_records(self):
+        """<name>.capacity.json: {command digest: its last good launch}, {} when there is none. capacity.reference()
+        trusts a record only as far as it is one the readiness gate writes."""
+        return self._read_json(self.capacity_name, {})
+
+    def write_capacity_records(self, records):
+        self._write_json(self.capacity_name, records)
 
     def secret_env_text(self):
         """The secret environment file's text, None when there is none."""
@@ -132,18 +160,14 @@ class Instance(Tracked):
         """Put the launch of state first in the history, which keeps the last LAUNCH_HISTORY, with what masks
         its log: the state's secret flags, the secrets of its command line and secret_env_values."""
         entry = dict((key, state.get(key)) for key in LAUNCH_FIELDS)
+        entry.update((key, state[key]) for key in LAUNCH_CAPACITY_FIELDS if key in state)
         flags = list(state.get("secret_flags") or ())
         values = secret_values(state.get("argv") or (), SECRET_FLAGS + tuple(flags)) + list(secret_env_values)
         if flags:
             entry["secret_flags"] = flags
         if values:
             entry["secret_values"] = values
-        history = [entry] + self.launches()[:LAUNCH_HISTORY - 1]
-        directory = self.directory(create=True)
-        try:
-            write_atomically(directory, self.launches_name, json.dumps(history, indent=2, sort_keys=True), STATE_MODE)
-        finally:
-            os.close(directory)
+        self._write_json(self.launches_name, [entry] + self.launches()[:LAUNCH_HISTORY - 1])
 
     def write_secret_env(self, text):
         directory = self.directory(create=True)
@@ -174,5 +198,6 @@ def launch_masks(entry):
 
 
 def shown_launch(entry):
-    """A launch's entry as a result may show it: without what masks its log."""
-    return dict((key, value) for key, value in entry.items() if key not in LAUNCH_MASK_FIELDS)
+    """A launch's entry as a result may show it: without what masks its log, nor the GPU holders it recorded, whose
+    command lines a result shows only masked with it (capacity.judge)."""
+    return dict((key, value) for key, value in entry.items() if key not in LAUNCH_MASK_FIELDS + ("gpu_holders",))

@@ -125,6 +125,7 @@ class Waiter(object):
         exit_status=exit_status,
         clock=time.monotonic,
         sleep=time.sleep,
+        memory=None,
     ):
         self.follower = follower
         self.classifier = classifier
@@ -140,6 +141,8 @@ class Waiter(object):
         self.exit_status = exit_status
         self.clock = clock
         self.sleep = sleep
+        # capacity.StartupMemory, fed every line read: what SGLang logged of its GPU memory before it got ready.
+        self.memory = memory
         self.health_status = None
         self.health_problem = None
         self.end = None
@@ -148,6 +151,8 @@ class Waiter(object):
         for line in self.follower.read_lines():
             self.tail.append(line)
             self.classifier.feed(line)
+            if self.memory is not None:
+                self.memory.feed(line)
         # The end of the data is only at the end of the log: a dead process's traceback can be
         # in the part of a backlog that the next polls read.
         final = final and not self.follower.behind

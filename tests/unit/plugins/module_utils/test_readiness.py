@@ -17,6 +17,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readine
     process_is_running,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import MASK, masked_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.capacity import StartupMemory
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.log import StartupClassifier, diagnose
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "sglang_logs"
@@ -451,3 +452,11 @@ def test_a_secret_split_by_a_terminal_escape_or_at_the_cut_is_masked_whole():
     result = wait(ScriptedLog(["[2026-01-01 12:00:00] login p4ss\x1b[0mw0rd", at_the_cut, READY]), mask=mask)
     assert "p4ss" not in repr(result) and "w0rd" not in repr(result)
     assert result["last_lines"][0] == "[2026-01-01 12:00:00] login " + MASK
+
+
+def test_every_line_read_before_ready_is_fed_to_the_memory_it_is_given():
+    memory = StartupMemory()
+    lines = (LOGS / "memory" / "built-0.5.17-h100-tp1-beside-holder.log").read_text().splitlines()
+    result = wait(ScriptedLog(lines[:1], [], lines[1:]), memory=memory)
+    assert result["ready"] is True
+    assert memory.summary() == {"kv_tokens": 405968, "avail_mem_gb": 1.66}
