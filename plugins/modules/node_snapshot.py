@@ -177,6 +177,14 @@ source:
   returned: always
   type: str
   sample: file
+server_entrypoint:
+  description:
+    - For O(state=restored), how the restored snapshot's server was started, V(launch_server) or V(serve), so that a
+      rollback starts the old release the way it ran (the target profile may name the other); null when the
+      snapshot has no server's command line, or one of neither form.
+  returned: always
+  type: str
+  sample: launch_server
 finished_earlier_restore:
   description: Whether this restore found the marker of an earlier one that had stopped part-way, and finished it
     (C(ldconfig) included); C(msg) then says so.
@@ -191,6 +199,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import ENTRYPOINTS, entrypoint_argv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import is_profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot import (
     IN_PROGRESS,
@@ -457,6 +466,17 @@ def host_facts(module, recorded, venv_kind, cuda_kind, unfinished):
     )
 
 
+def server_entrypoint(snapshot):
+    """The entrypoint the snapshot's server command line starts with, or None."""
+    server = (snapshot or {}).get("server") or {}
+    argv = server.get("argv") if isinstance(server.get("argv"), list) else []
+    for entrypoint in ENTRYPOINTS:
+        words = entrypoint_argv(argv[0], entrypoint) if argv else [None]
+        if argv[:len(words)] == words:
+            return entrypoint
+    return None
+
+
 def restore(module, current, linker_files, venv_kind, cuda_kind, path):
     params = module.params
     missing = InvalidOption("No snapshot %s to restore: record one first with state=recorded (name=%s, state_dir=%s)"
@@ -488,7 +508,7 @@ def restore(module, current, linker_files, venv_kind, cuda_kind, path):
         if directory is not None:
             os.close(directory)
     result = dict(changed=bool(actions), snapshot=recorded, source=source, actions=done,
-                  finished_earlier_restore=unfinished is not None,
+                  finished_earlier_restore=unfinished is not None, server_entrypoint=server_entrypoint(recorded),
                   diff=dict(before=summary(current), after=summary(recorded)))
     notes = [instead] if instead else []
     if unfinished is not None:
@@ -528,6 +548,7 @@ def main():
             params["state"], exc.filename or path, exc.strerror or exc), current=current, path=path)
     result.setdefault("finished_earlier_restore", False)
     result.setdefault("source", None)
+    result.setdefault("server_entrypoint", None)
     module.exit_json(current=current, path=path, **result)
 
 

@@ -15,8 +15,9 @@ version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
-  - Runs C(python -m sglang.launch_server) from a virtualenv, detached in its own session and process group,
-    so that it outlives the Ansible connection, with stdout and stderr appended to O(log_path).
+  - Runs C(python -m sglang.launch_server) or C(sglang serve) (O(entrypoint)) from a virtualenv, detached in its own
+    session and process group, so that it outlives the Ansible connection, with stdout and stderr appended to
+    O(log_path).
   - Records the server in O(state_dir) (C(<name>.pid) and C(<name>.json) with argv, environment digest, log
     offset at launch, the process's kernel start time and the boot id). A later run recognises its own server by
     pid B(and) start time B(and) boot, so a reused pid is never taken for it. A process that has the recorded pid
@@ -28,6 +29,10 @@ description:
     dead one is cleaned up, so that M(blackwell.gpu_node.sglang_diagnosis) can classify the log of an earlier
     launch. With each launch it keeps what masks that launch's log (O(secret_flags), the values of the secret
     flags, O(api_key) and the values of O(secret_env)), readable by root only (C(0600) in O(state_dir)).
+  - With each launch it also records, in the state and the launch history, the digest of the command line and the
+    processes that hold GPU memory just before it starts the server (from C(nvidia-smi --query-compute-apps), with
+    their user and command line from C(/proc); none where C(nvidia-smi) is missing), returned as RV(gpu_holders).
+    M(blackwell.gpu_node.wait_for_server) judges the start by them (its O(blackwell.gpu_node.wait_for_server#module:name)).
   - V(started) leaves a running server with the same command and environment alone (C(changed=false)) and
     restarts one whose command, environment, user, manager, log (O(log_path)) or unit directory
     (O(systemd_unit_dir)) differ, or whose unit or secret file under systemd is not the one these options write;
@@ -175,12 +180,12 @@ options:
     default: /var/lib/blackwell-gpu-node
   python:
     description:
-      - The virtualenv's interpreter that runs C(-m sglang.launch_server).
+      - The virtualenv's interpreter that runs the server (O(entrypoint)).
       - With O(state=started) or O(state=restarted), this or O(venv_path) is required.
     type: path
   venv_path:
     description:
-      - The virtualenv to run the server from, instead of O(python); its C(bin/python) runs C(-m sglang.launch_server).
+      - The virtualenv to run the server from, instead of O(python); its C(bin/python) runs the server (O(entrypoint)).
       - What the server runs from there - the C(dist-info) directories of torch, sglang, sgl_kernel,
         flashinfer_python and flashinfer_jit_cache (their names carry the versions) and the runtime environment
         C(_blackwell_gpu_node_env.py) that the role C(blackwell.gpu_node.runtime_env) renders (its content) -
@@ -189,6 +194,20 @@ options:
         as a changed O(env) does.
       - Mutually exclusive with O(python).
     type: path
+  entrypoint:
+    description:
+      - How the server is started, as the SGLang release recommends; the role passes the stack profile's
+        C(python.sglang.entrypoint).
+      - V(launch_server) runs C(<python> -m sglang.launch_server), which SGLang 0.5.10 and later still run but warn
+        about in the log.
+      - V(serve) runs C(sglang serve), SGLang's console script C(sglang) beside O(python) (C(<venv>/bin/sglang)), as
+        C(<python> <venv>/bin/sglang serve), so that the virtualenv's interpreter runs it whatever the script's
+        first line names, and the server's command line is the one recorded. A virtualenv without C(bin/sglang)
+        fails the task before anything changes.
+      - The flags are the same either way. A change restarts a running server (its command line differs).
+    type: str
+    choices: [launch_server, serve]
+    default: launch_server
   model_path:
     description: C(--model-path). A local directory, unless O(model_is_hub_id=true).
     type: str
@@ -199,7 +218,14 @@ options:
     type: bool
     default: false
   tensor_parallel_size:
-    description: C(--tensor-parallel-size), the number of GPUs the model is split over on this node.
+    description:
+      - C(--tensor-parallel-size), the number of GPUs the model is split over (on each node, this size divided by
+        O(nnodes)).
+      - Where C(nvidia-smi) lists the host's GPUs, a size that needs more GPUs on this node than the server would
+        see fails the task before anything changes, naming the GPUs it sees. Those are the host's, narrowed by
+        C(CUDA_VISIBLE_DEVICES) in the server's environment (O(secret_env), O(env), and with O(manager=module) the
+        module's own) - indices or UUIDs, read as CUDA reads them (up to the first that names no GPU; empty means
+        none). Without C(nvidia-smi), or with a MIG device in C(CUDA_VISIBLE_DEVICES), SGLang judges it.
     type: int
     default: 1
   host:
@@ -358,6 +384,7 @@ EXAMPLES = r"""
   blackwell.gpu_node.sglang_server:
     user: sglang
     venv_path: /opt/ml-env
+    entrypoint: serve                 # SGLang 0.5.17: /opt/ml-env/bin/python /opt/ml-env/bin/sglang serve ...
     model_path: /shared/kimi-k2.5-int4
     tensor_parallel_size: 8
     trust_remote_code: true
@@ -387,10 +414,14 @@ pid:
   returned: when running
   type: int
 argv:
-  description: The command line, secrets masked.
+  description:
+    - The command line, secrets masked. It begins C(<python> -m sglang.launch_server) or C(<python> <venv>/bin/sglang
+      serve) (O(entrypoint)).
   returned: when known
   type: list
   elements: str
+  sample: ["/opt/ml-env/bin/python", "/opt/ml-env/bin/sglang", "serve", "--model-path", "/shared/kimi-k2.5-int4",
+           "--tensor-parallel-size", "8", "--host", "127.0.0.1", "--port", "30000"]
 log_path:
   description: The log file.
   returned: when known
@@ -452,6 +483,17 @@ gpu_released:
   description: True once nvidia-smi lists none of the stopped pids; false at timeout; null without nvidia-smi.
   returned: when stopped
   type: bool
+gpu_holders:
+  description:
+    - The processes that held GPU memory when the server was launched, each with C(pid), C(user), C(command) (its
+      command line from C(/proc), SGLang's secret flags masked, cut to 200 bytes), C(used_memory_mib) and
+      C(gpu_uuid); null where C(nvidia-smi) could not be asked. Recorded with the launch for
+      M(blackwell.gpu_node.wait_for_server).
+  returned: when started
+  type: list
+  elements: dict
+  sample: [{"pid": 4242, "user": "alice", "command": "python3 train.py", "used_memory_mib": 79000,
+            "gpu_uuid": "GPU-05955e7c-75f2-7cdc-397f-0c334c1a526b"}]
 killed_gpu_holders:
   description: Other processes killed with O(kill_gpu_holders), pid to the device files they held.
   returned: when O(kill_gpu_holders=true)
@@ -501,6 +543,12 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.process
     process_start_time,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import environment_file
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import gpu_list, run_command
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.capacity import (
+    command_digest,
+    holders_at_launch,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.gpus import tensor_parallel_problems
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     BadState,
     SystemdFailed,
@@ -508,6 +556,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instanc
     systemctl,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options import (
+    ENTRYPOINTS,
     build_argv,
     check_options,
     env_digest,
@@ -672,7 +721,10 @@ def start(module, instance, argv, unit, account, log_gid, result):
     state = {"argv": argv, "env_digest": env_digest(server_env(params)), "log_path": params["log_path"],
              "manager": params["manager"], "started_at": time.time(), "boot_id": boot_id(),
              "secret_flags": list(params["secret_flags"]), "identity": identity(account),
-             "uid": account["uid"] if account else os.geteuid()}
+             "uid": account["uid"] if account else os.geteuid(),
+             # What wait_for_server judges the start by: a pool far below this command line's last good launch,
+             # or any process that holds GPU memory now (the previous server was stopped and its memory released).
+             "argv_digest": command_digest(argv), "gpu_holders": holders_at_launch()}
     if params["manager"] == "systemd":
         state.update(unit=unit_name(params), unit_dir=params["systemd_unit_dir"])
         try:
@@ -704,7 +756,7 @@ def start(module, instance, argv, unit, account, log_gid, result):
         module.fail_json(msg="The server started (pid %d) but could not be recorded in state_dir=%s (%s), so it "
                              "was stopped again: fix state_dir and run again." % (state["pid"], params["state_dir"], exc),
                          **result)
-    result.update(pid=state["pid"], offset=state["offset"], running=True)
+    result.update(pid=state["pid"], offset=state["offset"], running=True, gpu_holders=state["gpu_holders"])
     result["actions"].append("started")
 
 
@@ -761,6 +813,7 @@ def main():
             log_group=dict(type="str"),
             python=dict(type="path"),
             venv_path=dict(type="path"),
+            entrypoint=dict(type="str", default="launch_server", choices=list(ENTRYPOINTS)),
             model_path=dict(type="str"),
             model_is_hub_id=dict(type="bool", default=False),
             tensor_parallel_size=dict(type="int", default=1),
@@ -833,6 +886,7 @@ def main():
         module.no_log_values.update(secret_values(params["extra_args"] or [], secret_flags))
         account, log_gid, problems = service_account(params["user"], params["group"], params["log_group"])
         problems += check_options(params)
+        problems += tensor_parallel_problems(params, gpu_list(module.get_bin_path("nvidia-smi"), run_command), os.environ)
         # The command line is built from options that passed their checks only (nnodes > 1 needs dist_init_addr).
         argv = None if problems else build_argv(params)
         if params["logrotate"] and logrotate_problem(params["log_path"]):

@@ -130,6 +130,18 @@ def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
     assert set(tasks["tags"]) == {"service_user", "ml_stack"}
 
 
+def test_every_role_that_reads_the_stack_profile_depends_on_the_role_that_chooses_it():
+    """stack_selected is set by the stack role only: a role that reads it and runs alone (serve.yml runs
+    sglang_server alone) would read it undefined, or another profile's."""
+    roles = PLAYBOOKS.parent / "roles"
+    for role in sorted(path for path in roles.iterdir() if path.name != "stack"):
+        read = [path.name for folder in ("defaults", "vars", "tasks", "templates") for path in (role / folder).rglob("*")
+                if path.is_file() and "stack_selected" in path.read_text()]
+        if read:
+            meta = yaml.safe_load((role / "meta" / "main.yml").read_text())
+            assert {"role": "blackwell.gpu_node.stack"} in meta["dependencies"], (role.name, read)
+
+
 def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_the_controller():
     (site, _gateway, _service_discovery) = plays("site.yml")
     monitoring = next(role for role in site["roles"] if role["role"] == "blackwell.gpu_node.monitoring")

@@ -43,10 +43,32 @@ ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*")
 
 
+# How the release starts its server (the stack profile's python.sglang.entrypoint): `python -m
+# sglang.launch_server`, or `sglang serve`, which SGLang recommends from 0.5.10 on (launch_server warns so).
+ENTRYPOINTS = ("launch_server", "serve")
+
+
+def serve_script(python):
+    """SGLang's console script `sglang` (sglang.cli.main:main), beside the virtualenv's interpreter."""
+    return os.path.join(os.path.dirname(python), "sglang")
+
+
+def entrypoint_argv(python, entrypoint):
+    """The words that start the server, before its flags.
+
+    `sglang serve` has no `python -m` form: SGLang's CLI module (sglang.cli.main) runs nothing as __main__. So the
+    virtualenv's interpreter runs the console script's file. Run directly, the script would show the interpreter
+    of its shebang first in the process's command line, which would then never be the recorded argv that
+    recognises the server, and the kernel would name the process `sglang` rather than after its interpreter; run
+    this way the interpreter is the virtualenv's whatever the shebang says, and argv is the process's own."""
+    if entrypoint == "serve":
+        return [python, serve_script(python), "serve"]
+    return [python, "-m", "sglang.launch_server"]
+
+
 def build_argv(params):
     """The launch command as a list, from the module's options."""
-    argv = [
-        params["python"], "-m", "sglang.launch_server",
+    argv = entrypoint_argv(params["python"], params["entrypoint"]) + [
         "--model-path", params["model_path"],
         "--tensor-parallel-size", str(params["tensor_parallel_size"]),
         "--host", params["host"],
@@ -217,6 +239,11 @@ def check_options(params):
         else:
             problems.append("python=%s is missing, not executable or not an absolute path: point it at the "
                             "virtualenv's bin/python" % python)
+    elif params["entrypoint"] == "serve" and not os.path.isfile(serve_script(python)):
+        problems.append("entrypoint=serve, but %s is missing: the SGLang release beside python=%s has no `sglang "
+                        "serve`; install the release of the stack profile there (role blackwell.gpu_node.ml_stack), "
+                        "or set entrypoint=launch_server (sglang_server_entrypoint in the role)"
+                        % (serve_script(python), python))
     if not params["model_is_hub_id"] and not os.path.isdir(params["model_path"]):
         problems.append("model_path=%s is not a directory on the host; set model_is_hub_id: true for a "
                         "Hugging Face id" % params["model_path"])

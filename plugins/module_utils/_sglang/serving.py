@@ -86,7 +86,8 @@ def flag_value(argv, flag):
 
 
 def server_url(argv):
-    """The base URL of the server that argv (a recorded `sglang.launch_server` command line) starts."""
+    """The base URL of the server that argv (a recorded command line, `-m sglang.launch_server` or `sglang serve`,
+    whose flags are the same) starts."""
     host = flag_value(argv, "--host")
     host = DEFAULT_HOST if host is None or host in WILDCARD_HOSTS else host
     port = flag_value(argv, "--port") or str(DEFAULT_PORT)

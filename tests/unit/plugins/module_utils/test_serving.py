@@ -306,6 +306,9 @@ def test_one_request_in_flight_at_a_time(server):
 
 @pytest.mark.parametrize("argv, url, rank", [
     (["python", "-m", "sglang.launch_server", "--model-path", "/m"], "http://127.0.0.1:30000", 0),
+    # `sglang serve`, as sglang_server starts it: the console script's path and `serve` come before the flags.
+    (["/opt/ml-env/bin/python", "/opt/ml-env/bin/sglang", "serve", "--model-path", "/m", "--host", "10.0.0.5",
+      "--port", "30001", "--node-rank", "1"], "http://10.0.0.5:30001", 1),
     (["p", "--host", "0.0.0.0", "--port", "38242"], "http://127.0.0.1:38242", 0),
     (["p", "--host", "::", "--port", "1"], "http://127.0.0.1:1", 0),
     (["p", "--host", "10.0.0.5", "--port", "30000", "--port=30001", "--node-rank", "2"], "http://10.0.0.5:30001", 2),

@@ -246,10 +246,25 @@ def test_diagnosis_catalogue(text, expected):
     assert found["id"] == expected and found["fix"] and found["component"]
 
 
-def test_an_argparse_error_is_the_cause_and_names_the_flag():
-    failure = classify(["launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"]).failure
-    assert failure.cause == "launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"
+@pytest.mark.parametrize("prog", [
+    "launch_server.py",  # SGLang 0.5.9, python -m sglang.launch_server
+    "sglang",  # SGLang 0.5.9, sglang serve
+    "sglang serve",  # SGLang 0.5.10 on, either entrypoint
+])
+def test_an_argparse_error_is_the_cause_and_names_the_flag(prog):
+    line = "%s: error: unrecognized arguments: --reasoning_parser kimi_k2" % prog
+    failure = classify([line]).failure
+    assert failure.cause == line
     assert failure.as_dict()["diagnosis"]["id"] == "invalid_argument"
+
+
+def test_the_warning_of_python_m_sglang_launch_server_is_no_failure():
+    # SGLang 0.5.10 on, as Python's warnings module writes it to stderr before the start-up's own lines.
+    lines = ["/opt/ml-env/lib/python3.12/site-packages/sglang/launch_server.py:56: UserWarning: 'python -m "
+             "sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.",
+             "  Example: sglang serve --model-path <model> [options]",
+             "  warnings.warn("]
+    assert classify(lines, final=True).failure is None
 
 
 def test_catalogue_ids_are_unique_and_every_entry_has_a_cause_and_a_fix():

@@ -21,6 +21,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import secrets as common_secrets
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common import systemd as common_systemd
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import instance as sglang_instance
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import log as sglang_log
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import options as sglang_options
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import processes as sglang_processes
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang import runs_from as sglang_runs_from
@@ -42,7 +43,7 @@ def options(**changes):
         disable_custom_all_reduce=False, attention_backend=None, nnodes=1, node_rank=0, dist_init_addr=None,
         speculative=None, api_key=None, extra_args=[], log_path="/tmp/server.log", name="sglang",
         state_dir="/var/lib/blackwell-gpu-node", secret_flags=[], env={}, secret_env={},
-        systemd_unit_dir="/etc/systemd/system",
+        systemd_unit_dir="/etc/systemd/system", entrypoint="launch_server",
     )
     params.update(changes)
     return params
@@ -69,6 +70,81 @@ def test_full_flag_names_are_emitted():
         "--tensor-parallel-size", "8", "--host", "127.0.0.1", "--port", "30000", "--trust-remote-code",
         "--cuda-graph-max-bs", "128", "--disable-custom-all-reduce",
     ]
+
+
+@pytest.mark.parametrize("entrypoint, start", [
+    ("launch_server", ["/home/sglang/ml-env/bin/python", "-m", "sglang.launch_server"]),
+    # SGLang's console script, run by the virtualenv's interpreter: no `python -m` runs `sglang serve`.
+    ("serve", ["/home/sglang/ml-env/bin/python", "/home/sglang/ml-env/bin/sglang", "serve"]),
+])
+def test_each_entrypoint_starts_the_same_flags_its_own_way(entrypoint, start):
+    argv = sglang_options.build_argv(dict(REFERENCE_OPTIONS, entrypoint=entrypoint))
+    assert argv[:3] == start
+    assert argv[3:] == sglang_options.build_argv(REFERENCE_OPTIONS)[3:]
+    assert vars(parse_args(argv[3:])) == vars(parse_args(REFERENCE[3:]))
+
+
+def standin_venv(root):
+    """A virtualenv as pip leaves the stand-in's wheel: bin/python (this interpreter) and the console script
+    bin/sglang as pip writes it, but for its first line, which names an interpreter that is not there (a script
+    written by another pip, or a virtualenv moved since). Returns bin/python."""
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").symlink_to(sys.executable)
+    (root / "bin" / "sglang").write_text(
+        "#!/nonexistent/python3\n# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom sglang.cli.main import main\n"
+        "if __name__ == '__main__':\n    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "    sys.exit(main())\n")
+    (root / "bin" / "sglang").chmod(0o755)
+    return str(root / "bin" / "python")
+
+
+def test_serve_needs_sglangs_console_script_beside_the_interpreter(tmp_path):
+    params = dict(valid(tmp_path), python=standin_venv(tmp_path / "venv"), entrypoint="serve")
+    assert sglang_options.check_options(params) == []
+    (tmp_path / "venv" / "bin" / "sglang").unlink()
+    assert sglang_options.check_options(params) == [
+        "entrypoint=serve, but %s/venv/bin/sglang is missing: the SGLang release beside python=%s/venv/bin/python has "
+        "no `sglang serve`; install the release of the stack profile there (role blackwell.gpu_node.ml_stack), or set "
+        "entrypoint=launch_server (sglang_server_entrypoint in the role)" % (tmp_path, tmp_path)]
+    assert sglang_options.check_options(dict(params, entrypoint="launch_server")) == []
+    # A missing interpreter is the one problem: the script beside it is not looked for.
+    assert sglang_options.check_options(dict(params, python="/nonexistent/bin/python")) == [
+        "python=/nonexistent/bin/python is missing, not executable or not an absolute path: point it at the "
+        "virtualenv's bin/python"]
+
+
+@pytest.mark.parametrize("entrypoint", ["launch_server", "serve"])
+def test_the_stand_in_started_by_either_entrypoint_serves_and_is_recognised_by_its_command_line(tmp_path, entrypoint):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = sglang_options.build_argv(options(python=standin_venv(tmp_path / "venv"), port=port, entrypoint=entrypoint))
+    log = tmp_path / "s.log"
+    environment = {"PYTHONPATH": str(STANDIN), "SGLANG_STANDIN_STEP": "0.01"}
+    process, _offset, _start = common_detached.launch(argv, environment, str(log))
+    try:
+        deadline = time.monotonic() + 20
+        while "The server is fired up and ready to roll!" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        # The process's own command line is the recorded argv, word for word: the server is known as ours.
+        assert common_processes.process_argv(process.pid) == argv
+        assert sglang_instance.Instance(str(tmp_path / "state"), "sglang").running(recorded(process.pid, argv))
+    finally:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
+@pytest.mark.parametrize("entrypoint, prog", [("launch_server", "launch_server.py"), ("serve", "sglang")])
+def test_the_stand_in_refuses_an_unknown_flag_in_sglang_0_5_9s_words_under_either_entrypoint(
+        tmp_path, entrypoint, prog):
+    argv = sglang_options.build_argv(options(python=standin_venv(tmp_path / "venv"), entrypoint=entrypoint,
+                                             extra_args=["--reasoning_parser", "kimi_k2"]))
+    refused = subprocess.run(argv, env=dict(os.environ, PYTHONPATH=str(STANDIN)), capture_output=True, text=True,
+                             timeout=60, check=False)
+    line = refused.stderr.splitlines()[-1]
+    assert (refused.returncode, line) == (2, "%s: error: unrecognized arguments: --reasoning_parser kimi_k2" % prog)
+    assert sglang_log.diagnose(line)["id"] == "invalid_argument"
 
 
 def test_multi_node_speculative_attention_extra():

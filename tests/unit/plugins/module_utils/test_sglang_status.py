@@ -42,6 +42,9 @@ def test_the_same_server_has_no_reason():
 
 @pytest.mark.parametrize("state, options, reason", [
     (recorded(), wanted(argv=["/usr/bin/python3", "-m", "sglang.launch_server"]), "its command line differs"),
+    # Another entrypoint (the stack profile's changed) with the same flags: another command line.
+    (recorded(), wanted(argv=["/home/sglang/ml-env/bin/python", "/home/sglang/ml-env/bin/sglang", "serve", "--api-key",
+                              "s3cret"]), "its command line differs"),
     (recorded(), wanted(env_digest="e2"), "its environment differs"),
     (recorded(), wanted(identity={"user": "other", "group": "sglang"}), "it runs as sglang:sglang, not other:sglang"),
     # Recorded before the module had a user: root's, told apart by the missing identity alone.
