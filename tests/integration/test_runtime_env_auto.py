@@ -1,6 +1,7 @@
 """runtime_env_nccl_profile=auto through the role: gpu_facts asked, the choice printed and rendered."""
 import json
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,8 @@ PLAY = """
       vars:
         runtime_env_venv_path: {venv}
         runtime_env_cuda_home: /usr/local/cuda-13.0
+        runtime_env_cache_root: {caches}
+        runtime_env_cache_owner: {owner}
 """
 
 
@@ -26,7 +29,7 @@ def converge(tmp_path, fake_mode):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAY.format(venv=venv))
+    playbook.write_text(PLAY.format(venv=venv, caches=tmp_path / "caches", owner=pwd.getpwuid(os.getuid()).pw_name))
     environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_STDOUT_CALLBACK="json",
                    ANSIBLE_LOAD_CALLBACK_PLUGINS="1", FAKE_NVIDIA_SMI=fake_mode,
                    PATH="%s:%s" % (FAKE, os.environ["PATH"]))

@@ -2,6 +2,7 @@
 host, makes that call write exactly what differs; an input of another role changes nothing."""
 import json
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ PLAY = """
         runtime_env_venv_path: {venv}
         runtime_env_cuda_home: /usr/local/cuda-13.0
         runtime_env_nccl_profile: pcie_blackwell
+        runtime_env_cache_root: {caches}
+        runtime_env_cache_owner: {owner}
 """
 RENDER = "Render the environment into the virtualenv and prove it takes effect"
 
@@ -29,7 +32,7 @@ def fixture_run_role(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAY.format(venv=venv))
+    playbook.write_text(PLAY.format(venv=venv, caches=tmp_path / "caches", owner=pwd.getpwuid(os.getuid()).pw_name))
     environ = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_STDOUT_CALLBACK="json",
                    ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
 
@@ -72,8 +75,10 @@ CHANGES = [
     {"runtime_env_nccl_overrides": {"NCCL_PROTO": "Simple"}},
     {"runtime_env_sglang_disable_cudnn_check": False},
     {"runtime_env_flashinfer_disable_version_check": False},
-    {"runtime_env_extra_env": {"HF_HOME": "/srv/hf"}},
-    {"runtime_env_extra_env": {"HF_HOME": "/srv/hf"}, "runtime_env_force": ["HF_HOME"]},
+    {"runtime_env_hf_home": "/srv/hf"},
+    {"stack_profile": "cu128"},
+    {"runtime_env_extra_env": {"HF_HUB_OFFLINE": "1"}},
+    {"runtime_env_extra_env": {"HF_HUB_OFFLINE": "1"}, "runtime_env_force": ["HF_HUB_OFFLINE"]},
 ]
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shlex
 
 import pytest
@@ -124,3 +125,44 @@ def test_pth_file_imports_the_module(host):
     assert host.file(SITE_PACKAGES + "/00-blackwell-gpu-node-env.pth").content_string == (
         "import _blackwell_gpu_node_env\n"
     )
+
+
+# The JIT caches: the stack profile's own directory below the service user's cache root (the service user was made
+# without a home directory, as the one whose flashinfer failed at import), each variable's directory below it.
+CACHE_ROOT = "/var/lib/sglang/.cache/blackwell-gpu-node"
+CACHES = {
+    "CUDA_CACHE_PATH": "cuda", "CUTE_DSL_CACHE_DIR": "cute-dsl", "DG_JIT_CACHE_DIR": "deep_gemm",
+    "FLASHINFER_WORKSPACE_BASE": "flashinfer", "SGLANG_CACHE_DIR": "sglang", "SGLANG_DG_CACHE_DIR": "deep_gemm",
+    "TILELANG_CACHE_DIR": "tilelang", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TORCH_EXTENSIONS_DIR": "torch_extensions",
+    "TRITON_CACHE_DIR": "triton/cache", "TRITON_HOME": "triton", "TVM_FFI_CACHE_DIR": "tvm-ffi", "XDG_CACHE_HOME": "xdg",
+}
+EVERYTHING = "import json, os; print(json.dumps(dict(os.environ)))"
+
+
+def test_every_jit_cache_points_into_the_profiles_own_directory_and_hf_home_is_shared(host):
+    environ = seen(host, EVERYTHING)
+    (profile,) = set(environ[name][len(CACHE_ROOT) + 1:].split("/")[0] for name in CACHES)
+    assert re.fullmatch(r"cu130-[0-9a-f]{12}", profile), profile
+    assert dict((name, environ[name]) for name in CACHES) == dict(
+        (name, "%s/%s/%s" % (CACHE_ROOT, profile, below)) for name, below in CACHES.items())
+    assert environ["HF_HOME"] == "/var/lib/sglang/.cache/huggingface"
+
+
+def test_the_cache_directories_belong_to_the_service_user_alone(host):
+    environ = seen(host, EVERYTHING)
+    profile = os.path.dirname(environ["XDG_CACHE_HOME"])
+    for path in ["/var/lib/sglang", "/var/lib/sglang/.cache", CACHE_ROOT, profile] + sorted(
+            set(environ[name] for name in CACHES)):
+        directory = host.file(path)
+        assert directory.is_directory and not directory.is_symlink, path
+        assert (directory.user, directory.group, directory.mode) == ("sglang", "sglang", 0o700), path
+
+
+def test_flashinfers_cache_is_made_at_import_by_the_service_user_whose_home_does_not_exist(host):
+    # flashinfer/jit/core.py runs os.makedirs(<FLASHINFER_WORKSPACE_BASE or HOME>/.cache/flashinfer/<version>/<archs>)
+    # at import: with HOME's directory missing, as for the user whose server failed, the rendered base must serve.
+    code = ("import os, pathlib; base = pathlib.Path(os.environ.get('FLASHINFER_WORKSPACE_BASE', pathlib.Path.home())); "
+            "(base / '.cache' / 'flashinfer' / '0.0.0' / '120').mkdir(parents=True, exist_ok=True)")
+    result = host.run(shlex.join(["runuser", "-u", "sglang", "--", "env", "-i", "HOME=/home/no-such-home", PYTHON, "-c",
+                                  code]))
+    assert result.rc == 0, result.stderr

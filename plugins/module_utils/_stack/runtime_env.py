@@ -35,6 +35,11 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import owner_argv, venv_owner_uid
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import family_of
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.jit_caches import (
+    CACHE_VARIABLES,
+    cache_environment,
+    plain_path_problem,
+)
 
 # Both used with fullmatch: match with "$" would accept a trailing newline.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -233,7 +238,9 @@ def _nccl_environment(profile, profiles, overrides, problems):
     return nccl
 
 
-def _extra_environment(extra, problems):
+def _extra_environment(extra, optional, problems):
+    """The variables of runtime_env_extra_env. optional: {name: variable} of the names that an option of their own
+    renders in this run; set to null, that option leaves its names to runtime_env_extra_env."""
     if not isinstance(extra, dict):
         problems.append("runtime_env_extra_env: must be a mapping of variable names to values")
         return {}
@@ -247,6 +254,9 @@ def _extra_environment(extra, problems):
             )
         elif name in DEDICATED:
             problems.append("%s: set it with %s instead" % (where, DEDICATED[name]))
+        elif name in optional:
+            problems.append("%s: %s renders it; set that instead, or set %s to null to set %s here"
+                            % (where, optional[name], optional[name], name))
         elif name.startswith("NCCL_"):
             problems.append("%s: set NCCL variables with runtime_env_nccl_overrides instead" % where)
         else:
@@ -261,6 +271,20 @@ def _absolute_path(value, variable, problems):
     if text is not None and not text.startswith("/"):
         problems.append("%s: %r must be an absolute path" % (variable, text))
     return text
+
+
+def _home_independent(cache_root, hf_home, stack_profile, problems):
+    """(variables, cache, optional): the JIT caches' variables and directories (jit_caches.cache_environment),
+    HF_HOME, and {name: option} of the names they render."""
+    variables, cache = cache_environment(cache_root, stack_profile, problems)
+    optional = dict((name, "runtime_env_cache_root") for name in CACHE_VARIABLES) if cache_root is not None else {}
+    if hf_home is not None:
+        problem = plain_path_problem(hf_home, "runtime_env_hf_home")
+        if problem:
+            problems.append(problem)
+        variables["HF_HOME"] = hf_home
+        optional["HF_HOME"] = "runtime_env_hf_home"
+    return variables, cache, optional
 
 
 def _forced(force, environment, problems):
@@ -291,11 +315,18 @@ def build_environment(
     force=None,
     venv_path=None,
     gpu=None,
+    cache_root=None,
+    hf_home=None,
+    stack_profile=None,
 ):
-    """Return ``{"environment": {name: value}, "force": [names], "nccl_profile": {"name", "reason"}}``
-    or raise RuntimeEnvError.
+    """Return ``{"environment": {name: value}, "force": [names], "nccl_profile": {"name", "reason"}, "cache": {"root",
+    "directories"}}`` or raise RuntimeEnvError.
 
     ``gpu`` is gpu_facts' ``ansible_facts.gpu``, which ``nccl_profile`` ``auto`` chooses from.
+
+    ``cache_root`` (None: none) holds a directory per stack profile (``stack_profile``, the stack role's
+    stack_selected) for the JIT caches, and ``hf_home`` (None: none) is HF_HOME: both independent of HOME, which a
+    service user may lack. ``cache`` says which directories the role keeps, relative to the root.
 
     ``venv_path`` is part neither of the environment nor of the rendered text; when given it is checked here, so
     that one run reports its problems with the other inputs'.
@@ -316,7 +347,9 @@ def build_environment(
         environment["SGLANG_DISABLE_CUDNN_CHECK"] = "1"
     if flashinfer_disable_version_check:
         environment["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
-    environment.update(_extra_environment(extra_env or {}, problems))
+    home_independent, cache, optional = _home_independent(cache_root, hf_home, stack_profile, problems)
+    environment.update(home_independent)
+    environment.update(_extra_environment(extra_env or {}, optional, problems))
 
     forced = _forced([] if force is None else force, environment, problems)
     if problems:
@@ -325,6 +358,7 @@ def build_environment(
         "environment": dict(sorted(environment.items())),
         "force": forced,
         "nccl_profile": {"name": profile, "reason": reason},
+        "cache": cache,
     }
 
 

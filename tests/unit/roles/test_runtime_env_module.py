@@ -22,8 +22,14 @@ SETTINGS = dict(cuda_home="/usr/local/cuda-13.0", triton_ptxas_path="/usr/local/
                 nccl_profile="none", nccl_profiles={"none": {}}, extra_env={"HF_HUB_OFFLINE": 1})
 
 
-def render(venv_path="/opt/ml-env", force=()):
-    settings = build_environment(venv_path="/opt/ml-env", force=list(force), **SETTINGS)
+CACHES = dict(cache_root="/var/lib/sglang/.cache/blackwell-gpu-node", hf_home="/var/lib/sglang/.cache/huggingface",
+              stack_profile={"name": "cu130", "cuda": {"version": "13.0.1"},
+                             "python": {"torch": {"version": "2.9.1+cu130", "cuda": "13.0"}}})
+
+
+def render(venv_path="/opt/ml-env", force=(), **more):
+    settings = build_environment(venv_path=venv_path if more else "/opt/ml-env", force=list(force),
+                                 **dict(SETTINGS, **more))
     environment = jinja2.Environment(keep_trailing_newline=True)
     environment.filters.update(AnsibleFilters().filters())
     environment.filters.update(("blackwell.gpu_node." + name, function) for name, function in FilterModule().filters().items())
@@ -67,3 +73,14 @@ def test_the_text_is_the_same_whatever_path_the_virtualenv_is_named_by(venv_path
     # restarts the server on the next site (the digest of what it runs from covers the module). Nor can a hostile
     # path add code, whether or not the role refused it first.
     assert render(venv_path=venv_path) == render(venv_path="/opt/ml-env")
+
+
+@pytest.mark.parametrize("venv_path", ["/var/lib/sglang/venvs/cu130-0123456789ab", "/var/lib/sglang/ml-env"])
+def test_the_jit_caches_reach_the_process_and_the_text_is_the_same_whichever_virtualenv(venv_path, tmp_path,
+                                                                                        monkeypatch):
+    text = render(venv_path=venv_path, **CACHES)
+    assert text == render(venv_path="/opt/ml-env", **CACHES)
+    environ = run(text, tmp_path, monkeypatch, {})
+    assert environ["HF_HOME"] == "/var/lib/sglang/.cache/huggingface"
+    assert environ["TORCHINDUCTOR_CACHE_DIR"].startswith("/var/lib/sglang/.cache/blackwell-gpu-node/cu130-")
+    assert environ["TORCHINDUCTOR_CACHE_DIR"].endswith("/inductor")

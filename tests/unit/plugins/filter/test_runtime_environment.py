@@ -24,6 +24,7 @@ def test_returns_environment_and_force():
         },
         "force": ["CUDA_HOME"],
         "nccl_profile": {"name": "none", "reason": "named by runtime_env_nccl_profile"},
+        "cache": {"root": None, "directories": []},
     }
 
 

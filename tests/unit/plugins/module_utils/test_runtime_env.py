@@ -20,6 +20,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_
     unconverged_reasons,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.jit_caches import CACHE_VARIABLES
 
 PCIE_BLACKWELL = {
     "NCCL_PROTO": "LL",
@@ -622,3 +623,70 @@ def test_an_interpreter_that_does_not_report_names_the_startup_files_that_hang_o
                                        "reads every .pth file of site-packages whole as it starts")
     assert failing["error"].endswith(": %s/00-blackwell-gpu-node-env.pth, %s/zz.pth; find out who put them there "
                                      "and remove them" % (purelib, purelib))
+
+
+CU130 = {"name": "cu130", "cuda": {"version": "13.0.1"}, "python": {"torch": {"version": "2.9.1+cu130", "cuda": "13.0"}}}
+CACHE_ROOT = "/var/lib/sglang/.cache/blackwell-gpu-node"
+HF_HOME = "/var/lib/sglang/.cache/huggingface"
+
+
+def build_cached(**changes):
+    settings = dict(cache_root=CACHE_ROOT, hf_home=HF_HOME, stack_profile=CU130)
+    settings.update(changes)
+    return build(**settings)
+
+
+def test_the_jit_caches_and_hf_home_are_rendered_beside_the_rest():
+    built = build_cached()
+    (profile_directory,) = [path for path in built["cache"]["directories"] if "/" not in path]
+    assert profile_directory.startswith("cu130-") and built["cache"]["root"] == CACHE_ROOT
+    cached = dict((name, value) for name, value in built["environment"].items()
+                  if value.startswith(CACHE_ROOT + "/" + profile_directory + "/"))
+    assert sorted(cached) == sorted(CACHE_VARIABLES)
+    assert cached["FLASHINFER_WORKSPACE_BASE"] == "%s/%s/flashinfer" % (CACHE_ROOT, profile_directory)
+    assert built["environment"]["HF_HOME"] == HF_HOME
+    assert dict((name, built["environment"][name]) for name in build()["environment"]) == build()["environment"]
+
+
+def test_two_profiles_whose_torch_differs_render_into_two_directories():
+    other = dict(CU130, python={"torch": {"version": "2.11.0", "cuda": "13.0"}})
+    first, second = build_cached()["environment"], build_cached(stack_profile=other)["environment"]
+    assert first["TRITON_CACHE_DIR"] != second["TRITON_CACHE_DIR"]
+    assert first["HF_HOME"] == second["HF_HOME"]
+    assert build_cached()["environment"] == first
+
+
+def test_without_a_cache_root_nor_hf_home_nothing_of_theirs_is_rendered():
+    built = build_cached(cache_root=None, hf_home=None)
+    assert built["environment"] == build()["environment"] and built["cache"] == {"root": None, "directories": []}
+
+
+@pytest.mark.parametrize("name, option", [("XDG_CACHE_HOME", "runtime_env_cache_root"),
+                                          ("FLASHINFER_WORKSPACE_BASE", "runtime_env_cache_root"),
+                                          ("HF_HOME", "runtime_env_hf_home")])
+def test_extra_env_may_not_set_what_the_cache_options_render(name, option):
+    with pytest.raises(RuntimeEnvError) as raised:
+        build_cached(extra_env={name: "/srv/x"})
+    assert raised.value.problems == ["runtime_env_extra_env.%s: %s renders it; set that instead, or set %s to null "
+                                     "to set %s here" % (name, option, option, name)]
+
+
+def test_with_its_option_null_extra_env_sets_it():
+    environment = build_cached(cache_root=None, hf_home=None,
+                               extra_env={"XDG_CACHE_HOME": "/srv/x", "HF_HOME": "/srv/hf"})["environment"]
+    assert (environment["XDG_CACHE_HOME"], environment["HF_HOME"]) == ("/srv/x", "/srv/hf")
+
+
+def test_bad_cache_settings_are_reported_with_every_other_problem():
+    with pytest.raises(RuntimeEnvError) as raised:
+        build_cached(cache_root="/srv/jit caches", hf_home="hf", stack_profile={"name": "cu130"},
+                     cuda_home="cuda")
+    assert [problem.split(" ")[0] for problem in raised.value.problems] == [
+        "runtime_env_cuda_home:", "runtime_env_cache_root='/srv/jit", "stack_selected", "runtime_env_hf_home='hf'"]
+
+
+def test_the_rendered_module_is_the_same_whichever_virtualenv_it_is_rendered_into():
+    # The upgrade renders into the target's own virtualenv, site through the stable link: the cache paths come from
+    # the profile and the inventory alone.
+    assert module_code(build_cached(venv_path="/var/lib/sglang/venvs/cu130")) == module_code(
+        build_cached(venv_path="/var/lib/sglang/ml-env"))
