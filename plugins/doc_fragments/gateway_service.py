@@ -11,6 +11,14 @@ class ModuleDocFragment(object):
     # The gateway's options, which gateway_service and gateway_service_info take and check alike.
     DOCUMENTATION = r"""
 options:
+  package:
+    description:
+      - The gateway the virtualenv holds, as the stack profile names it (C(gateway.package)) - sglang-router 0.3.2
+        or smg 1.13.0. It picks the Python module the launcher starts and the policies O(policy) takes; the
+        command line is alike in both.
+    type: str
+    choices: [sglang-router, smg]
+    default: sglang-router
   manager:
     description:
       - V(auto) is V(systemd) where systemd is PID 1 (C(/run/systemd/system) exists), else V(module); a start's
@@ -69,7 +77,10 @@ options:
     type: int
     default: 29000
   policy:
-    description: Load-balancing policy, one of sglang-router 0.3.2's.
+    description:
+      - Load-balancing policy. sglang-router - V(random), V(round_robin), V(cache_aware), V(manual); smg - those and
+        V(passthrough), V(least_load), V(consistent_hashing), V(prefix_hash). V(power_of_two) is not taken - neither
+        gateway starts it without workers on its command line, and the workers are registered through the API.
     type: str
     default: cache_aware
   health_check_interval:

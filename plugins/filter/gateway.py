@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import releases as _releases
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import workers as _gateway
 
 
@@ -14,6 +15,15 @@ def gateway_fleet(hostnames, hostvars, gateway_host):
     return {"workers": workers, "problems": problems}
 
 
+def gateway_release(profile, api_key=None, workers=None):
+    return _releases.release(profile, api_key, workers or [])
+
+
+def gateway_leftovers(installed, requirements):
+    return _releases.leftovers(installed, requirements)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"gateway_fleet": gateway_fleet}
+        return {"gateway_fleet": gateway_fleet, "gateway_release": gateway_release,
+                "gateway_leftovers": gateway_leftovers}

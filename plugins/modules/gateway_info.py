@@ -15,8 +15,9 @@ version_added: 0.1.0
 author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
-  - Reads the workers a running SGLang model gateway (sglang-router 0.3.2) has registered (C(GET /workers) with the
-    admin key) and whether it finds each healthy (only a healthy worker gets requests). Changes nothing.
+  - Reads the workers a running SGLang model gateway (sglang-router 0.3.2 or smg 1.13.0, O(package)) has registered
+    (C(GET /workers) with the admin key) and whether it finds each healthy (only a healthy worker gets requests).
+    Changes nothing. A worker smg still drains after its removal counts as not registered.
   - With O(workers) (the fleet), says which of them are registered healthy, registered unhealthy, not registered,
     or taken out on purpose (for a drain, the URLs out in O(workers_file), as M(blackwell.gpu_node.gateway_workers)
     keeps them), and which registered workers are not of the fleet. RV(problems) names each worker of the fleet
@@ -40,6 +41,13 @@ options:
     description: Base URL of the gateway's main port.
     type: str
     default: http://127.0.0.1:30080
+  package:
+    description:
+      - The gateway's package, as the stack profile names it (C(gateway.package)).
+      - When not given, the one O(workers_file) records (M(blackwell.gpu_node.gateway_workers) records it there),
+        else V(sglang-router).
+    type: str
+    choices: [sglang-router, smg]
   admin_key:
     description: The gateway's admin key, sent as the bearer token.
     type: str
@@ -170,7 +178,8 @@ def main():
         module.fail_json(msg="; ".join(problems), problems=problems)
 
     gateway = gateway_workers.Gateway(params["gateway_url"], params["admin_key"], exchange, NoAnswer,
-                                      params["timeout"], [worker.get("api_key") for worker in params["workers"]])
+                                      params["timeout"], [worker.get("api_key") for worker in params["workers"]],
+                                      gateway_workers.package_of(params["package"], document))
     try:
         listing = gateway.workers()
     except gateway_workers.GatewayError as exc:

@@ -16,9 +16,12 @@ author:
   - Blackwell GPU node maintainers (@blackwell-gpu-node)
 description:
   - Internal to the C(blackwell.gpu_node.gateway) role, which calls it; not meant for playbooks of your own.
-  - Runs the launcher of P(blackwell.gpu_node.gateway#role) (which starts sglang-router 0.3.2 with its keys read
-    from O(secrets_path) and registers the workers of O(workers_path)) with the virtualenv's Python, as O(user),
-    under the manager O(manager) picks, the same way M(blackwell.gpu_node.sglang_server) runs the server.
+  - Runs the launcher of P(blackwell.gpu_node.gateway#role) (which starts the gateway of O(package), sglang-router
+    0.3.2 or smg 1.13.0, with its keys read from O(secrets_path) and registers the workers of O(workers_path)) with
+    the virtualenv's Python, as O(user), under the manager O(manager) picks, the same way
+    M(blackwell.gpu_node.sglang_server) runs the server. The gateway retitles its process (C(sglang::router),
+    C(smg::router)); either title stands for the recorded command line, so a gateway started as one package is
+    recognised, stopped and restarted as the other.
   - Every setting is checked first, whatever O(state), and each problem names its role variable
     (C(gateway_<option>)); nothing is changed when one fails.
   - With O(manager=systemd) it writes the unit C(sglang-gateway.service) to O(systemd_unit_dir), enables it and

@@ -18,26 +18,31 @@ description:
   - Internal to the C(blackwell.gpu_node.gateway) role and the C(blackwell.gpu_node.serve),
     C(blackwell.gpu_node.health) and C(blackwell.gpu_node.upgrade) playbooks, which call it; not meant for
     playbooks of your own.
-  - Reads the workers a running SGLang model gateway (sglang-router 0.3.2) has registered (C(GET /workers)),
-    plans what brings them to O(workers), and carries the plan out in the same call through the gateway's admin
-    API, without restarting it; a gateway that already has exactly these workers is not changed.
+  - Reads the workers a running SGLang model gateway (sglang-router 0.3.2 or smg 1.13.0, O(package)) has registered
+    (C(GET /workers)), plans what brings them to O(workers), and carries the plan out in the same call through the
+    gateway's admin API, without restarting it; a gateway that already has exactly these workers is not changed.
   - A worker of O(workers) that is not registered is added (C(POST /workers)) with its own API key and the labels
     C(node) (its O(workers[].name)) and C(blackwell_key_digest) (a digest of its URL and key; the gateway never shows
     a key, so a changed key is seen through this label). A registered worker whose key or name changed is updated in
-    place (C(PUT /workers/<id>)). With O(exclusive), a registered worker that O(workers) does not list is removed
-    (C(DELETE /workers/<id>)).
+    place (sglang-router C(PUT /workers/<id>), smg C(PATCH /workers/<id>), with its key and labels only). With
+    O(exclusive), a registered worker that O(workers) does not list is removed (C(DELETE /workers/<id>)).
   - O(out) takes workers out of rotation and puts them back; a worker it names is removed from the gateway and not
     added; one that it no longer names is added again. A removal takes effect at once; requests that already run on
-    the worker end normally, and no new one is sent to it.
+    the worker end normally, and no new one is sent to it. smg lists a removed worker as draining until then (a few
+    seconds at least); such a worker counts as removed here. smg refuses to add a URL it still drains (HTTP 409), so
+    the addition is sent again until it is taken, for O(wait_timeout) seconds at most, then the run fails naming
+    it.
   - The gateway registers an added worker in the background, once the worker's C(/health) answers. The module
     then waits, for at most O(wait_timeout) seconds, until every worker it added or updated is listed and healthy,
     and fails naming those that are not.
   - Every request to the gateway has one deadline (O(timeout)) for connecting, sending and reading, and reads at
     most 4 MiB of an answer. A listing of more than 4096 workers, or an answer with a number of more than 32
     characters, is refused.
-  - A worker is removed or updated by the id the gateway lists it by, which sglang-router gives as a UUID. An id of
+  - A worker is removed or updated by the id the gateway lists it by, which both gateways give as a UUID. An id of
     another shape is never put into a request; the module fails naming it, before it changes the gateway or
     O(workers_file).
+  - A listing whose labels are where the other gateway puts them (sglang-router C(metadata), smg C(labels)) is
+    refused naming O(package), before anything changes.
   - What the gateway says (ids, URLs, names, an error's body) is shown without terminal sequences or control
     characters, each value cut to 300 bytes, with the admin key and the workers' keys masked.
   - Workers are compared by URL, with scheme and host in lower case and the port written out (C(http://h) is
@@ -60,6 +65,13 @@ options:
       - Base URL of the gateway's main port, such as V(http://127.0.0.1:30080).
     type: str
     default: http://127.0.0.1:30080
+  package:
+    description:
+      - The gateway's package, as the stack profile names it (C(gateway.package)).
+      - When not given, the one O(workers_file) records (each run that names it records it there), else
+        V(sglang-router).
+    type: str
+    choices: [sglang-router, smg]
   admin_key:
     description:
       - The gateway's admin key (its C(--control-plane-api-keys) key of role admin), sent as the bearer token.
@@ -106,9 +118,10 @@ options:
     description:
       - The gateway's workers file, which its launcher registers at every start (the gateway keeps its workers in
         memory only). The module keeps it in step with the gateway, before it changes the gateway, with the
-        registrations of O(workers) (those out included) and the URLs of those out, which the launcher leaves
-        out, so that a worker taken out for a drain stays out when the gateway restarts. With O(exclusive=false)
-        the entries of workers that O(workers) does not name are kept.
+        registrations of O(workers) (those out included), the URLs of those out, which the launcher leaves
+        out, so that a worker taken out for a drain stays out when the gateway restarts, and O(package) (when
+        given; else the one recorded stays). With O(exclusive=false) the entries of workers that O(workers) does
+        not name are kept.
       - Written root's, mode C(0640) (it holds the workers' keys), group O(workers_file_group), through its
         directory's descriptor (never through a link); that directory must be root's at every level and writable
         by root alone. A file whose owner, group or mode differs is written again. Where the directory does not
@@ -254,7 +267,8 @@ def main():
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), problems=problems)
 
     gateway = gateway_workers.Gateway(params["gateway_url"], params["admin_key"], exchange, NoAnswer,
-                                      params["timeout"], [worker.get("api_key") for worker in params["workers"]])
+                                      params["timeout"], [worker.get("api_key") for worker in params["workers"]],
+                                      gateway_workers.package_of(params["package"], previous))
     result = dict(changed=False, changes=[], workers=[], out=[], waiting=[],
                   workers_file=kept.path if kept is not None else None)
     try:
@@ -268,7 +282,8 @@ def main():
         refused = gateway_workers.id_problems(steps)
         if refused:
             module.fail_json(msg="Nothing was changed: " + "; ".join(refused), problems=refused, **result)
-        document = gateway_workers.kept_document(previous, params["workers"], steps, params["exclusive"])
+        document = gateway_workers.kept_document(previous, params["workers"], steps, params["exclusive"],
+                                                 params["package"])
         # An owner, group or mode changed by hand would let others read the keys, or write the workers.
         writes = kept is not None and (document != previous or not kept.written(owner, group))
         if writes:
@@ -287,7 +302,7 @@ def main():
                 kept.write(document, group)
             except (OSError, InvalidOption) as exc:
                 module.fail_json(msg="Nothing was changed: %s could not be written: %s" % (kept.path, exc), **result)
-        gateway_workers.apply(gateway, steps)
+        gateway_workers.apply(gateway, steps, params["wait_timeout"])
         awaited = [body["url"] for body in steps["add"]] + [body["url"] for _id, body in steps["update"]]
         awaited = awaited if params["wait_timeout"] > 0 else []
         listing, result["waiting"] = gateway_workers.wait_registered(gateway, awaited, params["wait_timeout"])

@@ -22,7 +22,7 @@ sys.path.insert(0, str(COLLECTIONS))
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.workers import registration  # noqa: E402
 
 LAUNCHER = CHECKOUT / "roles" / "gateway" / "files" / "gateway_launch.py"
-REQUIREMENTS = CHECKOUT / "roles" / "gateway" / "files" / "requirements.txt"
+REQUIREMENTS = CHECKOUT / "roles" / "gateway" / "files" / "requirements-sglang-router-0.3.2.txt"
 ADMIN_KEY = "adm-7c41e9"
 # The second stand-in answers each /generate after this long: a request that is still running on it.
 SLOW_S = 2.0
@@ -38,7 +38,8 @@ def gateway_venv():
         shutil.rmtree(str(staging), ignore_errors=True)
         run_bounded([sys.executable, "-m", "venv", str(staging)], timeout=120)
         run_bounded([str(staging / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                     "--no-index", "--find-links", str(wheels), "-r", str(REQUIREMENTS)], timeout=300)
+                     "--no-index", "--find-links", str(wheels), "--require-hashes", "-r", str(REQUIREMENTS)],
+                    timeout=300)
         (staging / ".complete").touch()
         # A virtualenv's scripts name its path: it is built where it stays, under the staging name, and moved.
         shutil.rmtree(str(venv), ignore_errors=True)

@@ -31,7 +31,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import boot_id, process_start_time
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import SYSTEMD_RUNTIME_DIR
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import service
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import releases, service
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.workers import (
     COUNTS,
     normalized_settings,
@@ -46,6 +46,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instanc
 # Every option but gateway_service's state: the info module takes them too, and checks them the same way, so that
 # the role's module defaults serve both and a look at what runs refuses bad settings first.
 OPTIONS = dict(
+    package=dict(type="str", default=releases.DEFAULT_PACKAGE, choices=sorted(releases.GATEWAYS)),
     manager=dict(type="str", default="auto", choices=["auto", "systemd", "module"]),
     user=dict(type="str", default="sglang-gateway"),
     python=dict(type="path", default="/opt/blackwell-gpu-node/gateway/bin/python"),
@@ -75,7 +76,7 @@ OPTIONS = dict(
 )
 PATHS = ("python", "launcher", "secrets_path", "workers_path", "systemd_unit_dir", "state_dir", "log_path")
 
-SETTINGS = ("host", "port", "metrics_host", "metrics_port", "policy", "admin_key", "api_key", "log_level",
+SETTINGS = ("package", "host", "port", "metrics_host", "metrics_port", "policy", "admin_key", "api_key", "log_level",
             "server_ports") + tuple(key for key, _least in COUNTS)
 # The gateway's environment beyond the module's own: none (its keys come from the secrets file).
 ENVIRONMENT = {}

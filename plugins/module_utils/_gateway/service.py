@@ -14,11 +14,13 @@ import json
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import StateRefused, Tracked
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING, systemd_quote
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import releases
 
 UNIT = "sglang-gateway.service"
 # The name of its state files in the state directory (manager=module).
 NAME = "sglang-gateway"
-# The gateway's flag for each setting; the keys are never among them (the launcher reads those from a file).
+# The gateway's flag for each setting, alike in every gateway of releases.GATEWAYS; the keys are never among them
+# (the launcher reads those from a file).
 FLAGS = (("host", "--host"), ("port", "--port"), ("metrics_host", "--prometheus-host"),
          ("metrics_port", "--prometheus-port"), ("policy", "--policy"),
          ("health_check_interval", "--health-check-interval-secs"),
@@ -36,13 +38,13 @@ class GatewayStateRefused(StateRefused):
 
 
 class GatewayProcess(Tracked):
-    """The state files of the gateway that the module runs itself. sglang-router retitles its process
-    (setproctitle: `sglang::router`), so that title stands for the recorded command line."""
+    """The state files of the gateway that the module runs itself. The gateway retitles its process (setproctitle:
+    `sglang::router`, `smg::router`), so that title stands for the recorded command line, whichever gateway it is."""
 
     writer = "gateway_service"
     what = "gateway"
     error = GatewayStateRefused
-    retitles = ("sglang::",)
+    retitles = releases.titles()
 
     def __init__(self, state_dir):
         super(GatewayProcess, self).__init__(state_dir, NAME)
@@ -59,9 +61,10 @@ def router_arguments(settings):
 
 def launcher_argv(settings, python, launcher, secrets_path, workers_path):
     """The gateway's command line: the launcher with python in isolated mode (-I: no PYTHON* variable, no user
-    site, not the script's directory on the path), its files, then the gateway's arguments."""
-    return ([python, "-I", launcher, "--secrets", secrets_path, "--workers", workers_path, "--"]
-            + router_arguments(settings))
+    site, not the script's directory on the path), its files, the module of settings' package that it starts,
+    then the gateway's arguments."""
+    return ([python, "-I", launcher, "--secrets", secrets_path, "--workers", workers_path, "--gateway-module",
+             releases.gateway(settings["package"])["module"], "--"] + router_arguments(settings))
 
 
 def environment_digest(environment):

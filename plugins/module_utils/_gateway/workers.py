@@ -2,20 +2,21 @@
 # Copyright: (c) 2026, blackwell.gpu_node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
-"""SGLang's model gateway (sglang-router 0.3.2): its settings, the fleet's workers and the plan that brings the
-running gateway's workers to them.
+"""SGLang's model gateway (sglang-router 0.3.2, or its successor smg 1.13.0; how they differ is
+releases.GATEWAYS): its settings, the fleet's workers and the plan that brings the running gateway's workers to them.
 
 The gateway keeps its workers in memory only and changes them through its admin API: POST /workers (answered 202,
-registered in the background once the worker's /health and /server_info answered), PUT /workers/<id> (a new
-api_key or labels), DELETE /workers/<id> (takes effect at once; a request already running on the worker ends
-normally). GET /workers lists the registered workers only: one still being registered, or one that never answers,
-is not listed. A worker's API key is never shown by the gateway, so each worker carries a label with a digest of
-its URL and key (KEY_LABEL): a key that changed is seen without the key being read back.
+registered in the background once the worker's /health and /server_info answered), an update of one worker's
+api_key and labels (sglang-router: PUT /workers/<id>; smg: PATCH, as its PUT replaces the whole worker), DELETE
+/workers/<id> (a request already running on the worker ends normally, and it gets no new one; smg lists it as
+draining until then, which is as good as gone here). GET /workers lists the registered workers only: one still being
+registered, or one that never answers, is not listed. A worker's API key is never shown by the gateway, so each
+worker carries a label with a digest of its URL and key (KEY_LABEL): a key that changed is seen without the key
+being read back.
 
-Health checks: sglang-router 0.3.2 checks every worker, those of POST /workers included, with its command line's
-settings (--health-check-*, --health-*-threshold: the role's gateway_health_*). It ignores the health fields of
-POST /workers, while PUT /workers/<id> would set them for that one worker, which the gateway's command line then
-no longer governs; so neither request carries them.
+Health checks: the gateway checks every worker, those of POST /workers included, with its command line's settings
+(--health-check-*, --health-*-threshold: the role's gateway_health_*). A per-worker health setting would take that
+worker out of the command line's governance, so no request carries one.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -43,9 +44,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text im
     printable_text,
     result_line,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import releases
 
-# `--policy` choices of sglang-router 0.3.2 (router_args.py; `bucket` is a prefill policy only).
-POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
 NODE_LABEL = "node"
 KEY_LABEL = "blackwell_key_digest"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -63,9 +63,10 @@ WORKERS_LIMIT = 4096
 NUMBER_CHARACTERS = 32
 # How much of one text from the gateway (an id, a URL, a label, an error's body) a result shows.
 SHOWN_BYTES = 300
-# sglang-router 0.3.2 names each worker it registers by a random UUID, written hyphenated (WorkerId::new in
-# core/worker_registry.rs: Uuid::new_v4; later releases take v7, of the same form). An id of another shape did not
-# come from it, and is never put into a request's path, where `../` or `?` would send the admin key elsewhere.
+# Both gateways name each worker they register by a UUID, written hyphenated (sglang-router 0.3.2: Uuid::new_v4;
+# smg 1.13.0: Uuid::now_v7, worker/registry.rs, and it refuses a path id that is no UUID). An id of another shape
+# did not come from the gateway, and is never put into a request's path, where `../` or `?` would send the admin
+# key elsewhere.
 WORKER_ID = re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
 
 
@@ -119,8 +120,9 @@ COUNTS = (("health_check_interval", 1), ("health_check_timeout", 1), ("health_fa
 
 def settings_problems(settings, prefix="gateway_"):
     """Every problem of the gateway's settings, each naming its variable (prefix + key): host, port, metrics_host,
-    metrics_port, policy, admin_key, api_key (None: clients need none), the COUNTS, and server_ports (variable ->
-    port of every other listener on the gateway's host, which neither of the gateway's ports may take)."""
+    metrics_port, policy (one the package's gateway runs, see releases.GATEWAYS), admin_key, api_key (None: clients
+    need none), the COUNTS, and server_ports (variable -> port of every other listener on the gateway's host, which
+    neither of the gateway's ports may take). package: a key of releases.GATEWAYS (default sglang-router)."""
     def name(key):
         return prefix + key
     problems = []
@@ -132,9 +134,11 @@ def settings_problems(settings, prefix="gateway_"):
             problems.append(control_character_problem(value, name(key)))
     for key in ("port", "metrics_port"):
         problems.append(_port_problem(name(key), settings.get(key)))
-    if settings.get("policy") not in POLICIES:
-        problems.append("%s=%r is not a policy sglang-router 0.3.2 knows: choose one of %s"
-                        % (name("policy"), settings.get("policy"), ", ".join(POLICIES)))
+    package = settings.get("package") or releases.DEFAULT_PACKAGE
+    policies = releases.gateway(package)["policies"]
+    if settings.get("policy") not in policies:
+        problems.append("%s=%r is not a policy the role runs %s with: choose one of %s"
+                        % (name("policy"), settings.get("policy"), package, ", ".join(policies)))
     admin_key = settings.get("admin_key")
     if not isinstance(admin_key, str) or not admin_key:
         problems.append("%s is not set: without it the gateway's admin API (its workers) is open to anyone who "
@@ -258,11 +262,14 @@ def registration(worker):
     return body
 
 
-def registered(listing):
-    """The workers of a GET /workers answer (its parsed JSON): [{id, url (normalized), labels, healthy}], each
-    value as the gateway gave it (shown() cleans what a result shows). ValueError when the answer is not the
-    gateway's listing, or lists more than WORKERS_LIMIT workers; its message quotes the entry whole, for the
-    caller to mask before it is cut."""
+def registered(listing, package=releases.DEFAULT_PACKAGE):
+    """The workers of package's GET /workers answer (its parsed JSON): [{id, url (normalized), labels, healthy}],
+    each value as the gateway gave it (shown() cleans what a result shows); a worker the gateway drains after its
+    removal is left out, as it gets no new request. ValueError when the answer is not the gateway's listing (an
+    entry whose labels are where another gateway lists them: the gateway is not package's), or lists more than
+    WORKERS_LIMIT workers; its message quotes the entry whole, for the caller to mask before it is cut."""
+    table = releases.gateway(package)
+    others = set(entry["labels"] for entry in releases.GATEWAYS.values()) - set([table["labels"]])
     if not isinstance(listing, dict) or not isinstance(listing.get("workers"), list):
         raise ValueError("GET /workers did not answer with the gateway's worker list")
     if len(listing["workers"]) > WORKERS_LIMIT:
@@ -272,9 +279,15 @@ def registered(listing):
     for entry in listing["workers"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or url_problem(entry.get("url"), "url"):
             raise ValueError("GET /workers listed a worker without an id or a URL: %s" % json.dumps(entry))
-        metadata = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
-        found.append({"id": entry["id"], "url": normalized_url(entry["url"]), "labels": metadata,
-                      "healthy": entry.get("is_healthy") is True})
+        labels = entry.get(table["labels"])
+        if not isinstance(labels, dict) and any(isinstance(entry.get(field), dict) for field in others):
+            raise ValueError("GET /workers lists a worker's labels as another gateway than %s does (not in %r): "
+                             "the gateway is not package=%s: %s"
+                             % (package, table["labels"], package, json.dumps(entry)))
+        if table["draining"] is not None and entry.get("status") == table["draining"]:
+            continue
+        found.append({"id": entry["id"], "url": normalized_url(entry["url"]),
+                      "labels": labels if isinstance(labels, dict) else {}, "healthy": entry.get("is_healthy") is True})
     return found
 
 
@@ -294,7 +307,7 @@ def id_problem(worker_id):
     None for an id of the shape the gateway gives."""
     if isinstance(worker_id, str) and WORKER_ID.fullmatch(worker_id):
         return None
-    return ("the gateway lists a worker by the id %s, which is not of the shape sglang-router gives its workers "
+    return ("the gateway lists a worker by the id %s, which is not of the shape the gateway gives its workers "
             "(a UUID): no request names it" % json.dumps(shown(worker_id)))
 
 
@@ -355,7 +368,12 @@ def _worker_view(entry, names):
 
 
 class GatewayError(Exception):
-    """The gateway refused a request or gave no answer; the message says which and why."""
+    """The gateway refused a request (status: its HTTP status) or gave no answer (status None); the message says
+    which and why."""
+
+    def __init__(self, message, status=None):
+        super(GatewayError, self).__init__(message)
+        self.status = status
 
 
 def _number(kind):
@@ -377,19 +395,30 @@ def parsed_answer(answer):
         raise ValueError("nested too deep")
 
 
-class Gateway(object):
-    """The admin API of one gateway. exchange: a bounded HTTP request with serving.exchange's signature (url,
-    method, body, headers, timeout, limit=...) -> (status, body bytes), each request within its own deadline and
-    read up to limit bytes; it raises no_answer when no whole answer came. secrets: the workers' keys, masked with
-    the admin key wherever the gateway's words are shown."""
+# What a refusal's status means, where the gateway's own words do not say it.
+HINTS = {
+    401: " (the admin key is wrong or missing)",
+    403: " (the admin key is wrong or missing)",
+    409: (" (the gateway still holds a worker of this URL: one removed earlier is still ending its requests in "
+          "flight; run again once they have ended)"),
+}
 
-    def __init__(self, base_url, admin_key, exchange, no_answer, timeout=REQUEST_TIMEOUT, secrets=()):
+
+class Gateway(object):
+    """The admin API of one gateway, package's (a key of releases.GATEWAYS). exchange: a bounded HTTP request with
+    serving.exchange's signature (url, method, body, headers, timeout, limit=...) -> (status, body bytes), each
+    request within its own deadline and read up to limit bytes; it raises no_answer when no whole answer came.
+    secrets: the workers' keys, masked with the admin key wherever the gateway's words are shown."""
+
+    def __init__(self, base_url, admin_key, exchange, no_answer, timeout=REQUEST_TIMEOUT, secrets=(),
+                 package=releases.DEFAULT_PACKAGE):
         self.base_url = base_url.rstrip("/")
         self.admin_key = admin_key
         self.exchange = exchange
         self.no_answer = no_answer
         self.timeout = timeout
         self.secrets = [value for value in [admin_key] + list(secrets) if value]
+        self.package = package
 
     def quoted(self, text):
         """Text of the gateway's (an error's body, its words for a failed request) as a result shows it: terminal
@@ -409,9 +438,9 @@ class Gateway(object):
         except self.no_answer as exc:  # its message says why, and may quote the gateway
             raise GatewayError("%s %s" % (what, self.quoted(exc)))
         if status not in accepted:
-            hint = " (the admin key is wrong or missing)" if status in (401, 403) else ""
             raise GatewayError("%s answered HTTP %d%s: %s" % (
-                what, status, hint, self.quoted(answer.decode("utf-8", "replace")) or "(no body)"))
+                what, status, HINTS.get(status, ""), self.quoted(answer.decode("utf-8", "replace")) or "(no body)"),
+                status)
         try:
             return parsed_answer(answer)
         except ValueError as exc:
@@ -420,7 +449,7 @@ class Gateway(object):
 
     def workers(self):
         try:
-            return registered(self._ask("GET", "/workers"))
+            return registered(self._ask("GET", "/workers"), self.package)
         except ValueError as exc:
             raise GatewayError(self.quoted(exc))
 
@@ -437,19 +466,32 @@ class Gateway(object):
         return self._ask("POST", "/workers", body, accepted=(200, 201, 202))
 
     def update(self, worker_id, body):
-        return self._ask("PUT", self.worker_path(worker_id), body, accepted=(200, 202))
+        """A registered worker's api_key and labels set to body's (never its URL, which no update changes)."""
+        changes = dict((key, body[key]) for key in ("api_key", "labels") if key in body)
+        return self._ask(releases.gateway(self.package)["update"], self.worker_path(worker_id), changes,
+                         accepted=(200, 202))
 
     def delete(self, worker_id):
         return self._ask("DELETE", self.worker_path(worker_id), accepted=(200, 202, 404))
 
 
-def apply(gateway, steps):
+def apply(gateway, steps, drain_wait=0, clock=time.monotonic, sleep=time.sleep):
     """Carries out plan()'s steps: removals first (a worker taken out gets no new request from then on), then
-    additions and updates."""
+    additions and updates. An addition the gateway refuses as it still drains a worker of that URL (smg: HTTP 409,
+    for a few seconds after a removal, or until the requests in flight end) is sent again until it is taken, for
+    drain_wait seconds at most."""
     for entry in steps["remove"]:
         gateway.delete(entry["id"])
     for body in steps["add"]:
-        gateway.add(body)
+        deadline = clock() + drain_wait
+        while True:
+            try:
+                gateway.add(body)
+                break
+            except GatewayError as exc:
+                if exc.status != 409 or clock() >= deadline:
+                    raise
+            sleep(min(POLL_INTERVAL, max(deadline - clock(), 0)))
     for worker_id, body in steps["update"]:
         gateway.update(worker_id, body)
 
@@ -519,9 +561,10 @@ WORKERS_FILE = "/etc/blackwell-gpu-node/gateway/workers.json"
 
 def gateway_options():
     """The options of both gateway modules that reach a gateway and name the fleet (an AnsibleModule argument_spec):
-    its URL, admin key and request timeout, the fleet's workers and the workers file."""
+    its URL, package, admin key and request timeout, the fleet's workers and the workers file."""
     return dict(
         gateway_url=dict(type="str", default="http://127.0.0.1:30080"),
+        package=dict(type="str", choices=sorted(releases.GATEWAYS)),
         admin_key=dict(type="str", no_log=True),
         workers=dict(type="list", elements="dict", default=[], options=dict(
             url=dict(type="str", required=True),
@@ -534,8 +577,8 @@ def gateway_options():
 
 
 def workers_document(data, path="workers_file"):
-    """{'workers': [POST /workers bodies], 'out': [URLs]} of a workers file's bytes. ValueError naming path when
-    it is not such a file."""
+    """{'workers': [POST /workers bodies], 'out': [URLs], 'package': the gateway's (None in a file written before
+    it was kept)} of a workers file's bytes. ValueError naming path when it is not such a file."""
     try:
         found = json.loads(data.decode("utf-8"))
     except ValueError as exc:
@@ -543,15 +586,18 @@ def workers_document(data, path="workers_file"):
     if (not isinstance(found, dict) or not isinstance(found.get("workers"), list)
             or not isinstance(found.get("out", []), list)
             or not all(isinstance(body, dict) and isinstance(body.get("url"), str) for body in found["workers"])
-            or not all(isinstance(url, str) for url in found.get("out", []))):
-        raise ValueError("%s does not hold {workers: [{url, ...}], out: [URL]}" % path)
-    return {"workers": found["workers"], "out": found.get("out", [])}
+            or not all(isinstance(url, str) for url in found.get("out", []))
+            or found.get("package") not in [None] + sorted(releases.GATEWAYS)):
+        raise ValueError("%s does not hold {workers: [{url, ...}], out: [URL], package: %s}"
+                         % (path, " or ".join(sorted(releases.GATEWAYS))))
+    return {"workers": found["workers"], "out": found.get("out", []), "package": found.get("package")}
 
 
-def kept_document(previous, workers, steps, exclusive):
+def kept_document(previous, workers, steps, exclusive, package=None):
     """The workers file after a plan's steps: with exclusive, exactly workers (those out included, so that putting
     one back needs no other list) and the URLs out; else previous with the named workers replaced or added and
-    their out state set, every other entry kept."""
+    their out state set, every other entry kept. It records package, the gateway's (else the one previous
+    recorded), for the runs that do not name it (the drain's)."""
     bodies = [registration(worker) for worker in workers]
     named = set(body["url"] for body in bodies)
     if exclusive or previous is None:
@@ -559,7 +605,14 @@ def kept_document(previous, workers, steps, exclusive):
     else:
         kept_bodies = [body for body in previous["workers"] if normalized_url(body["url"]) not in named]
         kept_out = set(url for url in previous["out"] if url not in named)
-    return {"workers": kept_bodies + bodies, "out": sorted(kept_out | set(steps["out"]))}
+    return {"workers": kept_bodies + bodies, "out": sorted(kept_out | set(steps["out"])),
+            "package": package or (previous or {}).get("package")}
+
+
+def package_of(option, document):
+    """The gateway's package: the option when given, else the one the workers file (its document, or None)
+    records, else sglang-router (what a file written before the package was recorded served)."""
+    return option or (document or {}).get("package") or releases.DEFAULT_PACKAGE
 
 
 def out_of(document):

@@ -1,17 +1,22 @@
-"""Start SGLang's model gateway (sglang-router 0.3.2) with its keys kept off the command line, and register the
-workers of a workers file once it listens: the gateway keeps its workers in memory only, and a start without them
-would route nothing.
+"""Start SGLang's model gateway (sglang-router 0.3.2, or smg 1.13.0) with its keys kept off the command line, and
+register the workers of a workers file once it listens: the gateway keeps its workers in memory only, and a start
+without them would route nothing.
 
-    python gateway_launch.py --secrets FILE --workers FILE -- ROUTER_ARGUMENTS...
+    python gateway_launch.py --secrets FILE --workers FILE [--gateway-module MODULE] -- ROUTER_ARGUMENTS...
+
+MODULE: the gateway's Python module with launch_router() and parse_router_args(), sglang_router.launch_router
+(the default, which a unit written before this option runs) or smg.launch_router.
 
 Shipped by blackwell.gpu_node's gateway role and run as the gateway's user. FILE (secrets): JSON with
 `admin_key` (becomes --control-plane-api-keys, role admin) and `api_key` (--api-key, null: clients need none).
-FILE (workers): JSON, {"workers": [POST /workers bodies], "out": [URLs]}, written by the gateway_workers
-module; the workers whose URL is out (taken out for a drain) are not registered, and a missing file registers
-none (the role registers the fleet through the API once the gateway runs). Both are read here, in the process,
-and the keys given to the gateway's own argument parser: neither key is ever on a command line.
+FILE (workers): JSON, {"workers": [POST /workers bodies], "out": [URLs], "package": ...}, written by the
+gateway_workers module (the package is that module's to read); the workers whose URL is out (taken out for a
+drain) are not registered, and a missing file registers none (the role registers the fleet through the API once
+the gateway runs). Both are read here, in the process, and the keys given to the gateway's own argument parser:
+neither key is ever on a command line.
 """
 import argparse
+import importlib
 import json
 import os
 import stat
@@ -107,6 +112,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="gateway_launch")
     parser.add_argument("--secrets", required=True)
     parser.add_argument("--workers", required=True)
+    parser.add_argument("--gateway-module", default="sglang_router.launch_router")
     parser.add_argument("router", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     router = args.router[1:] if args.router[:1] == ["--"] else args.router
@@ -119,8 +125,8 @@ def main(argv=None):
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base_url = "http://%s:%s" % ("[%s]" % host if ":" in host else host, value_of(router, "--port", "30000"))
     # Imported only now: a bad secrets or workers file is refused before the gateway's heavy import.
-    from sglang_router.launch_router import launch_router, parse_router_args
-    router_args = parse_router_args(router)
+    gateway = importlib.import_module(args.gateway_module)
+    router_args = gateway.parse_router_args(router)
     # A child process, not a thread: the gateway holds Python's GIL while it serves, so no thread of this process
     # would run. Forked before the gateway starts any thread of its own; it ends once the workers are posted.
     if os.fork() == 0:
@@ -128,7 +134,7 @@ def main(argv=None):
             register(base_url, secrets["admin_key"], workers)
         finally:
             os._exit(0)
-    launch_router(router_args)
+    gateway.launch_router(router_args)
     return 0
 
 

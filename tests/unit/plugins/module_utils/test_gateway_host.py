@@ -5,7 +5,9 @@ import stat
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import service
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway.host import (
     ENVIRONMENT,
+    OPTIONS,
     Gateway,
+    checked_settings,
     process_restart_reasons,
 )
 
@@ -118,3 +120,16 @@ def test_a_gateway_the_module_runs_restarts_for_its_command_line_log_or_user_onl
         "it runs as uid 0, not user=gateway"]
     assert process_restart_reasons(dict(recorded, env_digest="other"), argv, root, "/var/log/g.log") == [
         "its environment differs"]
+
+
+def test_the_settings_carry_the_package_whose_policies_and_module_they_take():
+    params = dict((key, spec.get("default")) for key, spec in OPTIONS.items())
+    assert (OPTIONS["package"]["default"], OPTIONS["package"]["choices"]) == ("sglang-router", ["sglang-router", "smg"])
+    params.update(admin_key="adm", package="smg", policy="least_load")
+    settings, problems = checked_settings(params)
+    assert problems == [] and settings["package"] == "smg"
+    argv = service.launcher_argv(settings, "/py", "/launch.py", "/s.json", "/w.json")
+    assert argv[argv.index("--gateway-module") + 1] == "smg.launch_router"
+    problems = checked_settings(dict(params, package="sglang-router"))[1]
+    assert len(problems) == 1 and problems[0].startswith("gateway_policy='least_load' is not a policy the role runs "
+                                                         "sglang-router with")

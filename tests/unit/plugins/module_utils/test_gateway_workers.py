@@ -1,5 +1,5 @@
 """The gateway's core: its settings, the fleet's workers from inventory, and the plan that brings the registered
-workers to them, with a gateway stand-in that answers as sglang-router 0.3.2's admin API does."""
+workers to them, with a gateway stand-in that answers as sglang-router 0.3.2's or smg 1.13.0's admin API does."""
 import json
 
 import pytest
@@ -40,9 +40,22 @@ def test_each_bad_setting_is_refused_naming_its_variable(changes, variable):
     assert len(found) == 1 and found[0].startswith(variable), found
 
 
-def test_the_policy_names_are_those_of_sglang_router_0_3_2():
-    assert core.POLICIES == ("random", "round_robin", "cache_aware", "power_of_two", "manual")
-    assert "least_load" in problems_with(policy="least_load")[0] and "cache_aware" in problems_with(policy="x")[0]
+@pytest.mark.parametrize("package, good, bad", [("sglang-router", "cache_aware", "least_load"),
+                                                ("smg", "least_load", "bucket")])
+def test_each_gateway_takes_its_own_policies(package, good, bad):
+    assert problems_with(package=package, policy=good) == []
+    found = problems_with(package=package, policy=bad)
+    assert len(found) == 1 and found[0].startswith("gateway_policy=%r is not a policy the role runs %s with: choose "
+                                                   "one of random, round_robin" % (bad, package)), found
+
+
+@pytest.mark.parametrize("package", ["sglang-router", "smg"])
+def test_power_of_two_is_refused_as_neither_gateway_starts_it_without_workers_on_its_command_line(package):
+    assert len(problems_with(package=package, policy="power_of_two")) == 1
+
+
+def test_settings_without_a_package_are_sglang_routers():
+    assert problems_with(policy="least_load") == problems_with(package="sglang-router", policy="least_load")
 
 
 @pytest.mark.parametrize("changes, clash", [
@@ -115,20 +128,30 @@ def test_a_workers_labels_carry_its_name_and_a_digest_of_its_key_never_the_key()
 
 
 def worker_id(serial):
-    """The id the stand-in gives its serial-th worker: a UUID, as sglang-router 0.3.2 gives (Uuid::new_v4)."""
+    """The id the stand-in gives its serial-th worker: a UUID, as both gateways give (sglang-router 0.3.2 a v4,
+    smg 1.13.0 a v7)."""
     return "00000000-0000-4000-8000-%012d" % serial
 
 
 class FakeGateway(object):
-    """sglang-router 0.3.2's admin API over exchange(): registration is immediate for reachable URLs; an
-    unreachable one is never listed, as the real gateway keeps it in its background job."""
+    """sglang-router 0.3.2's or smg 1.13.0's admin API over exchange(), as each answered when run: registration is
+    immediate for reachable URLs; an unreachable one is never listed, as the real gateway keeps it in its background
+    job. sglang-router lists labels as `metadata`, updates by PUT (PATCH: 405) and drops a removed worker at once;
+    smg lists `labels` and a `status`, updates by PATCH (PUT replaces the worker: 400 without its url), keeps a
+    removed worker listed as draining until finish_draining(), and answers 409 to a URL it still holds."""
 
-    def __init__(self, admin_key="adm", unreachable=()):
+    def __init__(self, admin_key="adm", unreachable=(), package="sglang-router"):
         self.admin_key = admin_key
         self.unreachable = set(unreachable)
+        self.package = package
+        self.labels = "labels" if package == "smg" else "metadata"
         self.registered = {}
         self.requests = []
         self.serial = 0
+
+    def finish_draining(self):
+        self.registered = dict((listed_id, entry) for listed_id, entry in self.registered.items()
+                               if entry.get("status") != "draining")
 
     def exchange(self, url, method, body, headers, timeout, limit):
         path = url.split("//", 1)[1].partition("/")[2]
@@ -140,18 +163,26 @@ class FakeGateway(object):
             listed = [dict(entry, id=worker_id) for worker_id, entry in self.registered.items()]
             return 200, json.dumps({"workers": listed, "total": len(listed)}).encode()
         if method == "POST" and path == "workers":
+            if self.package == "smg" and any(entry["url"] == document["url"] for entry in self.registered.values()):
+                return 409, b'{"error":"Worker already exists at URL","code":"WORKER_ALREADY_EXISTS"}'
             if document["url"] not in self.unreachable:
                 self.serial += 1
-                self.registered[worker_id(self.serial)] = {"url": document["url"], "is_healthy": True,
-                                                           "metadata": document.get("labels", {})}
+                entry = {"url": document["url"], "is_healthy": True, self.labels: document.get("labels", {})}
+                if self.package == "smg":
+                    entry["status"] = "ready"
+                self.registered[worker_id(self.serial)] = entry
             return 202, b'{"status":"accepted"}'
         named = path.partition("/")[2]
         if named not in self.registered:
             return 404, b'{"code":"WORKER_NOT_FOUND"}'
-        if method == "DELETE":
+        if method == "DELETE" and self.package == "smg":
+            self.registered[named].update(status="draining", is_healthy=False)
+        elif method == "DELETE":
             del self.registered[named]
-        elif method == "PUT":
-            self.registered[named]["metadata"] = document["labels"]
+        elif method != ("PATCH" if self.package == "smg" else "PUT"):
+            return (400, b'{"error":"missing field `url`"}') if method == "PUT" else (405, b"")
+        else:
+            self.registered[named][self.labels].update(document["labels"])
         return 202, b'{"status":"accepted"}'
 
 
@@ -160,7 +191,10 @@ class Unanswered(Exception):
 
 
 def gateway_of(fake, admin_key="adm"):
-    return core.Gateway("http://127.0.0.1:30080/", admin_key, fake.exchange, Unanswered)
+    return core.Gateway("http://127.0.0.1:30080/", admin_key, fake.exchange, Unanswered, package=fake.package)
+
+
+PACKAGES = ["sglang-router", "smg"]
 
 
 FLEET = [{"name": "gpu01", "url": "http://10.0.0.11:30000", "api_key": "k1"},
@@ -173,8 +207,9 @@ def converge(gateway, workers, out=(), exclusive=True):
     return steps
 
 
-def test_reconcile_adds_then_changes_nothing():
-    fake = FakeGateway()
+@pytest.mark.parametrize("package", PACKAGES)
+def test_reconcile_adds_then_changes_nothing(package):
+    fake = FakeGateway(package=package)
     gateway = gateway_of(fake)
     steps = converge(gateway, FLEET)
     assert [body["url"] for body in steps["add"]] == ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]
@@ -183,8 +218,9 @@ def test_reconcile_adds_then_changes_nothing():
     assert core.describe(again) == []
 
 
-def test_a_worker_left_out_of_the_list_is_removed_by_id_unless_not_exclusive():
-    fake = FakeGateway()
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_worker_left_out_of_the_list_is_removed_by_id_unless_not_exclusive(package):
+    fake = FakeGateway(package=package)
     gateway = gateway_of(fake)
     converge(gateway, FLEET)
     assert core.plan(gateway.workers(), FLEET[:1], exclusive=False)["remove"] == []
@@ -194,27 +230,105 @@ def test_a_worker_left_out_of_the_list_is_removed_by_id_unless_not_exclusive():
     assert [entry["url"] for entry in gateway.workers()] == ["http://10.0.0.11:30000"]
 
 
-def test_a_changed_key_is_updated_in_place():
-    fake = FakeGateway()
+@pytest.mark.parametrize("package, method", [("sglang-router", "PUT"), ("smg", "PATCH")])
+def test_a_changed_key_is_updated_in_place(package, method):
+    fake = FakeGateway(package=package)
     gateway = gateway_of(fake)
     converge(gateway, FLEET)
     rotated = [FLEET[0], dict(FLEET[1], api_key="k2-new")]
     steps = converge(gateway, rotated)
+    assert fake.requests[-2:] == [("GET", "/workers"), (method, "/workers/" + worker_id(2))]
     assert [listed_id for listed_id, _body in steps["update"]] == [worker_id(2)] and steps["add"] == []
     assert steps["update"][0][1]["api_key"] == "k2-new"
     assert core.describe(steps) == ["update http://10.0.0.12:30000 (gpu02): key or labels"]
     assert core.plan(gateway.workers(), rotated)["update"] == []
 
 
-def test_a_worker_taken_out_is_removed_and_put_back_when_no_longer_out():
-    fake = FakeGateway()
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_worker_taken_out_is_removed_and_put_back_when_no_longer_out(package):
+    fake = FakeGateway(package=package)
     gateway = gateway_of(fake)
     converge(gateway, FLEET)
     steps = converge(gateway, FLEET, out=["gpu02"])
     assert steps["out"] == ["http://10.0.0.12:30000"] and len(steps["remove"]) == 1
+    # smg still lists it, draining its requests in flight: it gets no new request, so it counts as removed.
     assert core.plan(gateway.workers(), FLEET, out=["http://10.0.0.12:30000/"])["remove"] == []
+    fake.finish_draining()
     steps = converge(gateway, FLEET)
     assert [body["url"] for body in steps["add"]] == ["http://10.0.0.12:30000"]
+
+
+def test_the_update_sends_the_key_and_labels_only():
+    sent = []
+
+    def exchange(url, method, body, headers, timeout, limit):
+        sent.append(json.loads(body))
+        return 202, b"{}"
+    gateway = core.Gateway("http://127.0.0.1:30080", "adm", exchange, Unanswered, package="smg")
+    gateway.update(worker_id(1), core.registration(FLEET[0]))
+    assert sorted(sent[0]) == ["api_key", "labels"]
+
+
+def test_smg_lists_a_removed_worker_as_draining_which_counts_as_removed():
+    fake = FakeGateway(package="smg")
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    converge(gateway, FLEET[:1])
+    assert fake.registered[worker_id(2)]["status"] == "draining"
+    assert [entry["url"] for entry in gateway.workers()] == [A_URL]
+    assert core.describe(core.plan(gateway.workers(), FLEET[:1])) == []
+
+
+def test_a_worker_smg_still_drains_is_added_back_once_drained_within_the_wait():
+    fake = FakeGateway(package="smg")
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    converge(gateway, FLEET, out=["gpu02"])
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] >= 1.0:
+            fake.finish_draining()
+    core.apply(gateway, core.plan(gateway.workers(), FLEET), 5.0, clock=lambda: now[0], sleep=sleep)
+    assert 1.0 <= now[0] < 1.0 + core.POLL_INTERVAL * 2
+    assert sorted(entry["url"] for entry in gateway.workers()) == [A_URL, B_URL]
+    assert [method for method, _path in fake.requests].count("POST") == 3 + int(1.0 / core.POLL_INTERVAL)
+
+
+def test_a_worker_smg_drains_past_the_wait_fails_the_addition_saying_why():
+    fake = FakeGateway(package="smg")
+    gateway = gateway_of(fake)
+    converge(gateway, FLEET)
+    converge(gateway, FLEET, out=["gpu02"])
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+    with pytest.raises(core.GatewayError, match="HTTP 409 \\(the gateway still holds a worker of this URL: one "
+                                                "removed earlier is still ending its requests in flight") as raised:
+        core.apply(gateway, core.plan(gateway.workers(), FLEET), 2.0, clock=lambda: now[0], sleep=sleep)
+    assert raised.value.status == 409 and 2.0 <= now[0] <= 2.0 + core.POLL_INTERVAL
+    # Another refusal is not waited out.
+    with pytest.raises(core.GatewayError) as refused:
+        core.apply(gateway_of(fake, admin_key="wrong"), {"remove": [], "add": [core.registration(A)], "update": []},
+                   2.0, clock=lambda: now[0], sleep=sleep)
+    assert refused.value.status == 401 and now[0] <= 2.0 + core.POLL_INTERVAL
+
+
+@pytest.mark.parametrize("package, other", [("sglang-router", "smg"), ("smg", "sglang-router")])
+def test_a_listing_of_the_other_gateway_is_refused_naming_the_package(package, other):
+    fake = FakeGateway(package=other)
+    gateway_of(fake).add(core.registration(FLEET[0]))
+    listing = json.loads(fake.exchange("http://g/workers", "GET", None, [("Authorization", "Bearer adm")], 1, 1)[1])
+    assert core.registered(listing, other)[0]["labels"]["node"] == "gpu01"
+    with pytest.raises(ValueError, match="lists a worker's labels as another gateway than %s does .*the gateway is "
+                                         "not package=%s" % (package, package)):
+        core.registered(listing, package)
+
+
+def test_a_listing_entry_without_labels_has_none():
+    assert core.registered({"workers": [{"id": worker_id(1), "url": A_URL}]}, "smg")[0]["labels"] == {}
 
 
 def test_out_must_name_a_worker_of_the_list():
@@ -268,27 +382,34 @@ def test_the_diff_shows_urls_and_names_never_keys():
     assert "k1" not in shown_before + shown_after
 
 
-def test_the_units_command_runs_the_launcher_with_the_gateways_flags_and_no_key():
-    settings = core.normalized_settings(dict(SETTINGS, port="30080", log_level="warn"))
+@pytest.mark.parametrize("package, module", [("sglang-router", "sglang_router.launch_router"),
+                                             ("smg", "smg.launch_router")])
+def test_the_units_command_runs_the_launcher_with_the_gateways_flags_and_no_key(package, module):
+    settings = core.normalized_settings(dict(SETTINGS, port="30080", log_level="warn", package=package))
     argv = service.launcher_argv(settings, "/opt/gw/bin/python", "/etc/gw/gateway_launch.py", "/etc/gw/secrets.json",
                                  "/etc/gw/workers.json")
     text = service.unit_text(argv, "sglang-gateway", settings["shutdown_grace_period"])
     exec_start = [line for line in text.splitlines() if line.startswith("ExecStart=")][0]
     assert exec_start.startswith("ExecStart=/opt/gw/bin/python -I /etc/gw/gateway_launch.py --secrets "
-                                 "/etc/gw/secrets.json --workers /etc/gw/workers.json -- --host 127.0.0.1 "
-                                 "--port 30080 --prometheus-host 127.0.0.1 --prometheus-port 29000 ")
+                                 "/etc/gw/secrets.json --workers /etc/gw/workers.json --gateway-module %s -- "
+                                 "--host 127.0.0.1 --port 30080 --prometheus-host 127.0.0.1 --prometheus-port 29000 "
+                                 "--policy round_robin --health-check-interval-secs 10 --health-check-timeout-secs 5 "
+                                 "--health-failure-threshold 3 --health-success-threshold 2 --retry-max-retries 3 "
+                                 "--request-timeout-secs 1800 --worker-startup-timeout-secs 600 "
+                                 "--shutdown-grace-period-secs 180 " % module)
     assert "--policy round_robin" in exec_start and exec_start.endswith("--log-level warn")
     assert SETTINGS["admin_key"] not in text and "--worker-urls" not in text and "--log-dir" not in text
     assert "User=sglang-gateway\nGroup=sglang-gateway\n" in text
     assert "NoNewPrivileges=yes" in text and "ProtectHome=yes" in text and "TimeoutStopSec=195" in text
 
 
-def test_the_gateway_is_recognised_under_the_title_sglang_router_gives_it(tmp_path):
+@pytest.mark.parametrize("title", [b"sglang::router", b"smg::router"])
+def test_the_gateway_is_recognised_under_the_title_each_gateway_gives_it(tmp_path, title):
     proc = tmp_path / "proc" / "10"
     proc.mkdir(parents=True)
     (proc / "stat").write_text("10 (python) S 1 10 10 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0\n")
     (proc / "status").write_text("Uid:\t0\t0\t0\t0\n")
-    (proc / "cmdline").write_bytes(b"sglang::router\0")
+    (proc / "cmdline").write_bytes(title + b"\0")
     process = service.GatewayProcess(str(tmp_path / "state"))
     state = {"pid": 10, "start_time": 555, "argv": ["/opt/gw/bin/python", "-I", "launch"], "uid": 0}
     assert process.running(state, proc_root=str(tmp_path / "proc")) is True
@@ -332,7 +453,22 @@ def test_the_workers_file_is_written_0640_through_its_directory_and_read_back(tm
     assert core.WorkersFile(str(tmp_path / "absent" / "workers.json")).exists() is False
 
 
-@pytest.mark.parametrize("data", [b"[]", b"{", b'{"workers": [{"id": 1}]}', b'{"workers": [], "out": [1]}'])
+def test_the_workers_file_records_the_gateways_package_for_the_runs_that_do_not_name_it():
+    document = kept(FLEET, [], previous=None)
+    assert document["package"] is None and core.package_of(None, document) == "sglang-router"
+    named = core.kept_document(None, FLEET, core.plan([], FLEET), True, "smg")
+    assert named["package"] == "smg" and core.package_of(None, named) == "smg"
+    # A drain names no package: the recorded one stays, and is the one its requests speak.
+    drained = core.kept_document(named, FLEET[1:], core.plan([], FLEET[1:], ["gpu02"], False), False)
+    assert drained["package"] == "smg" and core.package_of(None, drained) == "smg"
+    assert core.package_of("sglang-router", drained) == "sglang-router"
+    assert core.workers_document(json.dumps(named).encode()) == named
+    # A file written before the package was recorded reads as one without it, and so compares equal.
+    assert core.workers_document(b'{"workers": [], "out": []}') == {"workers": [], "out": [], "package": None}
+
+
+@pytest.mark.parametrize("data", [b"[]", b"{", b'{"workers": [{"id": 1}]}', b'{"workers": [], "out": [1]}',
+                                  b'{"workers": [], "package": "nginx"}'])
 def test_a_workers_file_that_is_not_ours_is_refused_naming_it(data):
     with pytest.raises(ValueError, match="^workers_file=/w "):
         core.workers_document(data, "workers_file=/w")
@@ -454,7 +590,7 @@ HOSTILE_ID = "../../shutdown?now=1"
                                        worker_id(1).replace("-", "%2D"), "x" * 4096, "\x1b[31m" + worker_id(1)])
 def test_an_id_not_of_the_gateways_shape_is_refused_naming_it_cleaned(listed_id):
     problem = core.id_problem(listed_id)
-    assert problem and "not of the shape sglang-router gives" in problem
+    assert problem and "not of the shape the gateway gives its workers (a UUID)" in problem
     assert "\x1b" not in problem and "\n" not in problem and len(problem.encode("utf-8")) < 600
 
 

@@ -1,6 +1,7 @@
 """plugins/modules/gateway_workers.py: check mode, diff, a run against a stand-in of sglang-router 0.3.2's admin API
-and the run after it, a worker kept out, options refused by name, and a gateway whose answers are hostile (an id
-that would leave /workers/, terminal sequences, an error that echoes the keys)."""
+(or smg 1.13.0's) and the run after it, a worker kept out, the gateway's package recorded in the workers file for
+the runs that do not name it, options refused by name, and a gateway whose answers are hostile (an id that would
+leave /workers/, terminal sequences, an error that echoes the keys)."""
 import json
 import re
 
@@ -22,10 +23,12 @@ REQUEST_PATH = re.compile(r"/workers(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 
 class StandIn(object):
     """sglang-router 0.3.2's admin API behind exchange(): GET and POST /workers, PUT and DELETE /workers/<id>, the
-    admin key as bearer token. A worker it is given is listed healthy at once, by a UUID; also_listed: entries
-    listed besides, as a hostile gateway lists them; error: (status, body) answered to every request."""
+    admin key as bearer token; as smg 1.13.0's (package), labels listed as `labels` and updated by PATCH (PUT would
+    replace the worker: 400). A worker it is given is listed healthy at once, by a UUID; also_listed: entries listed
+    besides, as a hostile gateway lists them; error: (status, body) answered to every request."""
 
-    def __init__(self):
+    def __init__(self, package="sglang-router"):
+        self.labels, self.update = ("labels", "PATCH") if package == "smg" else ("metadata", "PUT")
         self.registered = {}
         self.also_listed = []
         self.error = None
@@ -47,15 +50,17 @@ class StandIn(object):
         if path == "/workers" and method == "POST":
             self.serial += 1
             self.registered["00000000-0000-4000-8000-%012d" % self.serial] = {
-                "url": document["url"], "is_healthy": True, "metadata": document["labels"]}
+                "url": document["url"], "is_healthy": True, self.labels: document["labels"]}
             return 202, b'{"status":"accepted"}'
         listed_id = path[len("/workers/"):]
         if listed_id not in self.registered:
             return 404, b'{"code":"WORKER_NOT_FOUND"}'
         if method == "DELETE":
             del self.registered[listed_id]
+        elif method != self.update:
+            return 400, b'{"error":"missing field `url`"}'
         else:
-            self.registered[listed_id]["metadata"] = document["labels"]
+            self.registered[listed_id][self.labels] = document["labels"]
         return 202, b'{"status":"accepted"}'
 
     def urls(self):
@@ -146,6 +151,30 @@ def test_a_worker_taken_out_stays_out_until_it_is_put_back(gateway, capsys, monk
     assert gateway.urls() == [worker["url"] for worker in FLEET]
 
 
+def test_the_package_named_once_is_recorded_and_spoken_by_the_runs_that_do_not_name_it(capsys, monkeypatch, tmp_path):
+    smg = StandIn("smg")
+    monkeypatch.setattr(module, "exchange", smg.exchange)
+    kept = tmp_path / "workers.json"
+    first = run(capsys, monkeypatch, workers_file=str(kept), package="smg")
+    assert first.get("failed") is None and json.loads(kept.read_text())["package"] == "smg"
+    # A drain's run names no package: the file's is the one its requests speak (PATCH), and it stays recorded.
+    rotated = [dict(FLEET[0], api_key="key-gpu01-new")]
+    result = run(capsys, monkeypatch, workers_file=str(kept), workers=rotated, exclusive=False)
+    assert result["changes"][0] == "update http://10.0.0.11:30000 (gpu01): key or labels"
+    assert smg.changes_sent()[-1] == ("PATCH", "/workers/00000000-0000-4000-8000-000000000001")
+    assert json.loads(kept.read_text())["package"] == "smg"
+
+
+def test_a_gateway_that_is_not_the_package_named_is_refused_before_anything_changes(capsys, monkeypatch, tmp_path):
+    smg = StandIn("smg")
+    monkeypatch.setattr(module, "exchange", smg.exchange)
+    run(capsys, monkeypatch, package="smg")
+    kept = tmp_path / "workers.json"
+    result = run(capsys, monkeypatch, workers_file=str(kept), package="sglang-router", workers=FLEET[:1])
+    assert result["failed"] is True and "the gateway is not package=sglang-router" in result["msg"]
+    assert not kept.exists() and len(smg.changes_sent()) == 2
+
+
 @pytest.mark.parametrize("options, option", [
     ({"workers": [{"name": "gpu01", "url": "ftp://10.0.0.11:30000"}]}, "workers[0].url"),
     ({"workers": FLEET + [dict(FLEET[0], name="gpu03")]}, "workers[2].url"),
@@ -178,7 +207,7 @@ def test_an_id_from_a_hostile_listing_is_never_sent_and_the_run_changes_nothing(
         result = run(capsys, monkeypatch, check_mode=check_mode, workers_file=str(kept))
         assert result["failed"] is True and result["msg"].startswith("Nothing was changed: ")
         assert json.dumps(HOSTILE_ID) in result["msg"] and len(result["problems"]) == 2
-        assert "not of the shape sglang-router gives its workers (a UUID)" in result["msg"]
+        assert "not of the shape the gateway gives its workers (a UUID)" in result["msg"]
         assert control_text(result) == [] and "remove http://10.0.0.99:30000 (evil fake: line)" in result["changes"]
     assert gateway.changes_sent() == [] and not kept.exists()
 
