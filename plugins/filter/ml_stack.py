@@ -12,14 +12,15 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack
     build_decision,
     build_plan,
     dependencies,
+    file_groups,
     prune_plan,
     verdict,
 )
 
 
-def ml_stack_plan(settings, profile, host):
+def ml_stack_plan(settings, profile, host, lock=None, adoption=None):
     try:
-        return build_plan(settings, profile, host)
+        return build_plan(settings, profile, host, lock, adoption)
     except (KeyError, TypeError) as exc:
         raise AnsibleFilterError("ml_stack_plan: incomplete input, %s: %s" % (type(exc).__name__, exc))
 
@@ -46,6 +47,13 @@ def ml_stack_prune(venv_path, candidates, keep, protected):
     return prune_plan(venv_path, candidates, keep, protected)
 
 
+def ml_stack_file_groups(files):
+    try:
+        return file_groups(files)
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("ml_stack_file_groups: incomplete input, %s: %s" % (type(exc).__name__, exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -54,4 +62,5 @@ class FilterModule(object):
             "ml_stack_verdict": ml_stack_verdict,
             "ml_stack_decision": ml_stack_decision,
             "ml_stack_prune": ml_stack_prune,
+            "ml_stack_file_groups": ml_stack_file_groups,
         }

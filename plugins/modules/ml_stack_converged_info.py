@@ -20,6 +20,17 @@ description:
     C(blackwell.gpu_node.ml_stack) role does, then runs the virtualenv's interpreter as its owner (never as root)
     in an empty environment; it reads the installed versions and where they came from, imports torch, sgl_kernel,
     flashinfer and sglang each in an interpreter of its own, and runs C(pip check), as the role's verification does.
+  - With O(lock), every distribution of the virtualenv is compared with the lock's wheels for the host's Python and
+    machine (a distribution missing, at another version, or that the lock does not name is a reason, naming it),
+    and the requirements file with their hashes is among the files compared.
+  - With C(torch_from) of O(settings) (the role's C(ml_stack_torch_from)) and O(lock), the adopted tree is weighed
+    as the role weighs it before a build (its C(inspect_torch.py) run as the virtualenv's owner with the tree's
+    interpreter, reading the tree's metadata without importing torch, and every directory from C(/) to its
+    site-packages and every entry of the tree looked at); a tree that does not fit is a reason, naming each
+    problem. The virtualenv is then the one planned on the tree (its site-packages and its torch's version are
+    part of the name); the distributions the tree stands in for must be the tree's, as the virtualenv sees them
+    through its C(.pth) file (a file compared like the pins), and none of them the virtualenv's own; the import of
+    torch and C(torch.version.cuda) are checked in the virtualenv.
   - RV(converged) is true only when the virtualenv holds exactly the profile and passes that verification, is its
     owner's, carries the completion marker, the pins (constraints file and C(pip.conf), root's) and the explanation
     of C(pip check) with exactly the content the role writes, mode C(0644); when nothing in it is another user's
@@ -44,15 +55,21 @@ options:
       - The role's settings as the role plans with them, named without the C(ml_stack_) prefix, as the role
         passes them; the plan checks them and names each variable that is wrong.
       - C(venv_path), C(venv_owner) (null for whoever runs the role), C(python), C(index_url), C(index_mirrors),
-        C(pip_environment), C(offline), C(wheelhouse_path), C(wheelhouse_controller_path) and C(system_packages).
+        C(pip_environment), C(offline), C(wheelhouse_path), C(wheelhouse_controller_path), C(system_packages) and
+        C(torch_from) (null installs the profile's torch).
     type: dict
     required: true
   profile:
     description: The resolved stack profile (the stack role's C(stack_selected)).
     type: dict
     required: true
+  lock:
+    description: The profile's lock (the stack role's C(stack_selected_lock)); null for a profile without one.
+    type: dict
   scripts:
-    description: The source of the role's C(inspect_python.py) and C(inspect_stack.py), by those file names.
+    description:
+      - The source of the role's C(inspect_python.py), C(inspect_stack.py) and C(inspect_torch.py) (needed only
+        with C(torch_from) of O(settings)), by those file names.
     type: dict
     required: true
   activate:
@@ -93,6 +110,7 @@ EXAMPLES = r"""
     scripts:
       inspect_python.py: "{{ lookup('ansible.builtin.file', 'inspect_python.py') }}"
       inspect_stack.py: "{{ lookup('ansible.builtin.file', 'inspect_stack.py') }}"
+      inspect_torch.py: "{{ lookup('ansible.builtin.file', 'inspect_torch.py') }}"
     keep: 1
   register: ml_stack_converged
 """
@@ -134,6 +152,8 @@ managed:
   type: list
   elements: dict
   sample: [{"path": "/home/sglang/ml-env.cu130-1a2b3c4d/pip.conf", "root": true},
+           {"path": "/home/sglang/ml-env.cu130-1a2b3c4d/lib/python3.11/site-packages/blackwell-gpu-node-adopted-torch.pth",
+            "root": true},
            {"path": "/home/sglang/ml-env.cu130-1a2b3c4d/ml-stack.json", "root": false}]
 kept:
   description: The old virtualenvs kept besides the current one (with O(keep) set), newest first.
@@ -160,6 +180,7 @@ def main():
         argument_spec=dict(
             settings=dict(type="dict", required=True),
             profile=dict(type="dict", required=True),
+            lock=dict(type="dict"),
             scripts=dict(type="dict", required=True),
             activate=dict(type="bool", default=True),
             keep=dict(type="raw"),
@@ -178,7 +199,8 @@ def main():
         except OSError as exc:
             return 127, "", "%s: %s" % (argv[0], exc.strerror)
 
-    observed = observe_stack(params["settings"], params["profile"], params["scripts"], run, account, user_name)
+    observed = observe_stack(params["settings"], params["profile"], params["scripts"], run, account, user_name,
+                             params["lock"])
     checked = stack_unconverged_reasons(observed, params["settings"].get("venv_owner"), params["activate"],
                                         params["keep"], params["gpus_required"])
     reasons = checked["reasons"]

@@ -23,12 +23,21 @@ description:
     reboot (C(/var/run/reboot-required) and its C(.pkgs)), the Fabric Manager, NVSwitch and NVLink
     subnet manager packages C(dpkg-query) knows, the model directory and its C(config.json), the free space where
     the virtualenv is or will be, the interpreter the virtualenv is made with (running O(venv_probe) with it), the
-    service user and who holds the server's port (as M(blackwell.gpu_node.sglang_server_info) says).
+    service user, who holds the server's port (as M(blackwell.gpu_node.sglang_server_info) says) and which
+    C(libcuda.so.1) each directory of the loader path holds (those of C(/etc/ld.so.conf) and C(/etc/ld.so.conf.d),
+    and of the server's C(LD_LIBRARY_PATH), O(settings.library_paths)).
+  - The free space is checked only for a virtualenv that a run would build, one that does not exist beside
+    O(settings.venv_path) under the name the C(blackwell.gpu_node.ml_stack) role gives it, from the same inputs
+    (the profile, the interpreter, O(lock) and the torch it adopts, O(settings.torch_from)).
   - Weighs that against O(settings), the stack profile O(profile) and the places of the other hosts of the play
     (O(peers)). Fails, naming every problem with the variable and the fix, when the host is not fit; otherwise
     returns what was checked.
   - Each GPU health finding of severity V(unhealthy) is a problem that names the GPU, the finding, its evidence and
     NVIDIA's action; each V(degraded) one is a warning and a note.
+  - A C(libcuda) of another driver release than the loaded one on the loader path (CUDA's compatibility libraries,
+    NVIDIA's C(cuda-compat) package) is a problem unless the driver is older than the stack profile's CUDA release
+    needs (NVIDIA's table of the driver each release needs); with a driver new enough, CUDA fails with error 803
+    (C(cudaErrorSystemDriverMismatch)).
   - Changes nothing.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
@@ -99,6 +108,16 @@ options:
       venv_min_free_gib:
         description: GiB that must be free for a new virtualenv.
         type: int
+      venv_owner:
+        description:
+          - The virtualenv's owner (C(ml_stack_venv_owner)), as whom the tree of O(settings.torch_from) is read; null
+            for whoever runs the role.
+        type: str
+      torch_from:
+        description:
+          - The torch the virtualenv adopts (C(ml_stack_torch_from)), part of its name with O(lock); null for the
+            profile's own.
+        type: str
       service_user_name:
         description: The account the server runs as.
         type: str
@@ -125,6 +144,12 @@ options:
       port:
         description: The port the server listens on, which must be free or held by our server; null skips the check.
         type: int
+      library_paths:
+        description:
+          - The C(LD_LIBRARY_PATH) the server runs with, by the variable that sets it (such as
+            C(runtime_env_extra_env)); the messages name that variable. A null or empty value sets none.
+        type: dict
+        default: {}
       gpu_health_severity_overrides:
         description:
           - Severities to use instead of the built-in ones for the GPUs' health findings, by finding id
@@ -163,6 +188,18 @@ options:
       dist_init_addr:
         description: The address at which that host's server meets.
         type: str
+  lock:
+    description:
+      - The profile's lock (the C(stack_selected_lock) of role C(blackwell.gpu_node.stack)), part of the virtualenv's
+        name; null for a profile without one.
+    type: dict
+  adopt_probe:
+    description:
+      - The Python source that reads the metadata of the tree of O(settings.torch_from) with the tree's interpreter
+        (a virtualenv's own, else C(venv_python) of O(settings)), as its owner (role C(blackwell.gpu_node.ml_stack)'s
+        C(inspect_torch.py)), for the virtualenv's name. Run only with O(settings.torch_from) and an owner that
+        exists; without one, the virtualenv counts as new.
+    type: str
   venv_probe:
     description:
       - The Python source that C(venv_python) of O(settings) runs to print its version and whether it can
@@ -202,6 +239,8 @@ EXAMPLES = r"""
       venv_path: /opt/ml-env
       venv_python: /usr/bin/python3
       venv_min_free_gib: 30
+      venv_owner: sglang
+      torch_from:
       service_user_name: sglang
       service_user_create: true
       driver_install: false
@@ -212,9 +251,13 @@ EXAMPLES = r"""
       # The slots of this box are x8 by design.
       gpu_health_severity_overrides:
         pcie_width_degraded: info
+      library_paths:
+        runtime_env_extra_env: /opt/site/lib
     profile: "{{ stack_selected }}"
     host: "{{ inventory_hostname }}"
+    lock: "{{ stack_selected_lock }}"
     venv_probe: "{{ lookup('ansible.builtin.file', 'inspect_python.py') }}"
+    adopt_probe: "{{ lookup('ansible.builtin.file', 'inspect_torch.py') }}"
   register: preflight_report
 
 - name: Say what was checked
@@ -265,12 +308,16 @@ ansible_facts:
       type: dict
 """
 
+import os
+import re
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.facts import ansible_collector, default_collectors
 from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.fabric import INSTALLED_PATTERNS
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.linker import entries
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import (
     QUICK_DCGM_LEVEL,
     gather as gather_gpu_health,
@@ -279,6 +326,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_lo
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import COMMAND_TIMEOUT, gather_host
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.pcie_fabric import read_fabric
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
+    adopted_tree,
     evaluate,
     gpu_health_lines,
     gpu_health_state,
@@ -287,6 +335,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
     venv_python_state,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_answered
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.instance import (
     BadState,
@@ -320,6 +369,8 @@ SETTINGS = dict(
     venv_path=dict(type="str"),
     venv_python=dict(type="str"),
     venv_min_free_gib=dict(type="int"),
+    venv_owner=dict(type="str"),
+    torch_from=dict(type="str"),
     service_user_name=dict(type="str"),
     service_user_create=dict(type="bool", default=True),
     driver_install=dict(type="bool", default=False),
@@ -328,9 +379,62 @@ SETTINGS = dict(
     host=dict(type="str", default="127.0.0.1"),
     port=dict(type="int"),
     gpu_health_severity_overrides=dict(type="dict", default={}),
+    library_paths=dict(type="dict", default={}),
 )
 PEER = dict(host=dict(type="str", required=True), nnodes=dict(type="int", required=True),
             node_rank=dict(type="int", required=True), dist_init_addr=dict(type="str"))
+
+# The dynamic linker's configuration, from which ldconfig makes its cache.
+LD_SO_CONF = "/etc/ld.so.conf"
+# A linker configuration file is a few lines: no more of one is read than this.
+LD_SO_CONF_LIMIT = 1 << 16
+# The file libcuda.so.1 resolves to names the driver release it belongs to: libcuda.so.580.95.05.
+LIBCUDA_RELEASE = re.compile(r"libcuda\.so\.([0-9]+(?:\.[0-9]+)+)")
+
+
+def conf_directories(ld_so_conf):
+    """[(directory, file)] of the absolute directories that ld_so_conf and the *.conf files of <ld_so_conf>.d list,
+    each file read through its links (Debian's alternatives link some) and no further than LD_SO_CONF_LIMIT; a file
+    that cannot be read is left out, as it adds nothing to the linker's cache either."""
+    conf_dir = ld_so_conf + ".d"
+    try:
+        names = sorted(name for name in os.listdir(conf_dir) if name.endswith(".conf"))
+    except OSError:
+        names = []
+    found = []
+    for path in [ld_so_conf] + [os.path.join(conf_dir, name) for name in names]:
+        try:
+            state = read_regular(os.path.realpath(path), LD_SO_CONF_LIMIT, cut=True)
+        except (OSError, InvalidOption):
+            continue
+        if state is not None:
+            found.extend((directory, path) for directory in entries(state["data"].decode("utf-8", "replace"))
+                         if directory.startswith("/"))
+    return found
+
+
+def libcuda_release(directory):
+    """The driver release of the libcuda.so.1 in directory, the one the loader takes from it; None without one."""
+    target = os.path.realpath(os.path.join(directory, "libcuda.so.1"))
+    match = LIBCUDA_RELEASE.fullmatch(os.path.basename(target))
+    return match.group(1) if match and os.path.isfile(target) else None
+
+
+def loader_libcuda(library_paths, ld_so_conf=LD_SO_CONF):
+    """The directories of the loader path that hold a libcuda.so.1, as check_compat weighs them: each
+    LD_LIBRARY_PATH of the server's environment (library_paths: {variable: value}) first, as the loader searches
+    it first, then those of the linker's configuration."""
+    listed = []
+    for variable, value in sorted(library_paths.items()):
+        listed.extend((directory, variable, None) for directory in ("%s" % (value or "")).split(":")
+                      if directory.startswith("/"))
+    listed.extend((directory, None, path) for directory, path in conf_directories(ld_so_conf))
+    found = []
+    for directory, variable, path in listed:
+        release = libcuda_release(directory)
+        if release is not None:
+            found.append(dict(directory=directory, libcuda=release, variable=variable, file=path))
+    return found
 
 
 def gpu_command_runner():
@@ -407,7 +511,9 @@ ARGUMENT_SPEC = dict(
     profile=dict(type="dict", required=True),
     host=dict(type="str", required=True),
     peers=dict(type="list", elements="dict", default=[], options=PEER),
+    lock=dict(type="dict"),
     venv_probe=dict(type="str", required=True),
+    adopt_probe=dict(type="str"),
     server_name=dict(type="str", default="sglang"),
     server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
 )
@@ -423,16 +529,20 @@ def main():
     health = gpu_health(module, settings, facts["ansible_gpu"], run)
     for warning in gpu_health_lines(health)["warnings"]:
         module.warn(warning)
+    python = venv_python(module, settings, params["venv_probe"])
     observed = observe(
         settings,
         dict((name[len("ansible_"):], value) for name, value in facts.items()),
         facts["ansible_gpu"],
-        venv_python(module, settings, params["venv_probe"]),
+        python,
         fabric_packages(module),
         server_port_state(module, params),
         params["host"],
         params["peers"],
         gpu_health=health,
+        loader=loader_libcuda(settings["library_paths"]),
+        lock=params["lock"],
+        tree=adopted_tree(settings, params["adopt_probe"], python, run),
     )
     report = evaluate(settings, params["profile"], observed)
     if not report["ok"]:

@@ -17,7 +17,7 @@ PREFIX = "ansible_collections.blackwell.gpu_node.plugins.module_utils."
 # the server's own state files hold; the gateway runs the way the server does, through the server's systemctl calls.
 CROSS_DOMAIN = {
     "_gateway/host.py": {"_sglang.instance"},
-    "_node/preflight.py": {"_cuda.driver", "_cuda.fabric", "_stack.ml_stack"},
+    "_node/preflight.py": {"_cuda.driver", "_cuda.fabric", "_sglang.gpus", "_stack.adopt_torch", "_stack.ml_stack"},
     "_stack/snapshot_node.py": {"_sglang.instance"},
 }
 # Defined in _common only: a second copy is how each new module got the trust boundary slightly wrong.

@@ -27,11 +27,18 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.account
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import FAMILY_NAMES, family_of, os_id
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import bounded_int
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.cuda_compat import compat_wanted
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import (
     QUICK_DCGM_LEVEL,
     check_options,
     describe,
     findings_of,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.gpus import fits, gpus_needed, visible_gpus
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.adopt_torch import (
+    adopted,
+    observe_tree,
+    torch_from_problems,
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import profile_virtualenv
 
@@ -106,18 +113,21 @@ def check_gpus(report, settings, profile, gpu):
         len(gpus), ", ".join(names), ", ".join(sorted(set(item["compute_capability"] or "?" for item in gpus)))))
 
     branch, minimum = driver_branch(gpu["driver_version"]), profile["cuda"]["driver_branch_min"]
+    # Every profile states its own minimum: the variable names the field to change in a profile of one's own.
+    found = "%s (branch %s)" % (gpu["driver_version"], "unknown" if branch is None else branch)
+    needs = "branch %d, which CUDA %s of stack profile %s needs (stack_profiles.%s.cuda.driver_branch_min=%d)" % (
+        minimum, profile["cuda"]["series"], profile["name"], profile["name"], minimum)
     if (branch is None or branch < minimum) and settings.get("driver_install"):
         # The cuda role installs the profile's branch later in the same run: refusing the host here would
         # stop the very run that fixes it.
         report.notes.append(
-            "Driver %s will be replaced by branch %d, which CUDA %s of stack profile %s needs (cuda_driver_install: "
-            "true); the server can start only after the reboot that loads it." % (
-                gpu["driver_version"], minimum, profile["cuda"]["series"], profile["name"]))
+            "Driver %s will be replaced by %s, as cuda_driver_install is true; the server can start only after the "
+            "reboot that loads it." % (found, needs))
     elif branch is None or branch < minimum:
         report.problems.append(
-            "Driver %s is older than branch %d, which CUDA %s of stack profile %s needs: install driver branch %d or "
-            "newer (role blackwell.gpu_node.cuda with cuda_driver_install: true) and reboot, or choose an older "
-            "stack_profile." % (gpu["driver_version"], minimum, profile["cuda"]["series"], profile["name"], minimum))
+            "Driver %s is older than %s: install driver branch %d or newer (role blackwell.gpu_node.cuda with "
+            "cuda_driver_install: true) and reboot, or choose a stack_profile whose cuda.driver_branch_min this "
+            "driver meets." % (found, needs, minimum))
     else:
         report.checked.append("driver %s (branch %d >= %d for CUDA %s)" % (
             gpu["driver_version"], branch, minimum, profile["cuda"]["series"]))
@@ -166,15 +176,16 @@ def check_gpus(report, settings, profile, gpu):
             "preflight_expected_gpu_count=%d, but the driver sees %d GPU(s): fix preflight_expected_gpu_count, or "
             "find out which GPU is missing (nvidia-smi -L, dmesg | grep -i nvrm)." % (expected_count, len(gpus)))
 
-    per_node, nnodes = settings["tensor_parallel_size"] * settings["pipeline_parallel_size"], settings["nnodes"]
+    nnodes = settings["nnodes"]
     if not parallel_sizes_split_evenly(settings):
         return  # check_parallelism says why
-    if per_node // nnodes > len(gpus):
+    # The sglang_server module decides it again before it starts the server, with the server's CUDA_VISIBLE_DEVICES.
+    needed = gpus_needed(settings["tensor_parallel_size"], nnodes, settings["pipeline_parallel_size"])
+    if not fits(needed, visible_gpus(gpus, None)):
         report.problems.append(
             "preflight_tensor_parallel_size=%d x preflight_pipeline_parallel_size=%d over preflight_nnodes=%d needs %d "
             "GPU(s) per node, but this host has %d: lower the parallel sizes or add nodes." % (
-                settings["tensor_parallel_size"], settings["pipeline_parallel_size"], nnodes, per_node // nnodes,
-                len(gpus)))
+                settings["tensor_parallel_size"], settings["pipeline_parallel_size"], nnodes, needed, len(gpus)))
     else:
         report.checked.append("tp %d x pp %d over %d node(s) fits %d GPU(s)" % (
             settings["tensor_parallel_size"], settings["pipeline_parallel_size"], nnodes, len(gpus)))
@@ -281,19 +292,53 @@ def check_venv_python(report, settings, python):
         report.checked.append("%s (Python %s) can create virtualenvs" % (path, python.get("version")))
 
 
-def check_disk(report, settings, profile, disk, python):
-    """Room for the profile's virtualenv unless it exists already: a new profile, or new pins, build a second one
-    beside the current one (the stable path existing says nothing about that)."""
+def planned_virtualenv(settings, profile, python, lock, tree):
+    """The virtualenv ml_stack builds for the profile, by the function and from the inputs ml_stack's plan names it
+    with: the interpreter's report (python), the lock (stack_selected_lock) and, where a locked profile adopts the
+    host's torch (torch_from), the tree as inspect_torch.py reported it (tree). None where that name is not known:
+    without the interpreter's version, or a tree whose site-packages and torch were not read."""
+    if not python.get("version") or not settings.get("venv_python"):
+        return None
+    adoption = None
+    if settings.get("torch_from") is not None and lock is not None:
+        adoption = None if tree is None else adopted(tree)
+        if adoption is None or adoption["site_packages"] is None or adoption["torch"]["distribution"] is None:
+            return None
+    return profile_virtualenv(settings["venv_path"], profile, settings["venv_python"], python, lock, adoption)
+
+
+def adopted_tree(settings, probe, python, run):
+    """What inspect_torch.py (probe) reads of the tree ml_stack adopts (torch_from), its metadata alone, run as
+    ml_stack runs it: as the virtualenv's owner (venv_owner; root without one). None without a tree, an
+    interpreter or that owner: no virtualenv of an owner who does not exist yet can exist either."""
+    if (settings.get("torch_from") is None or torch_from_problems(settings["torch_from"]) or probe is None
+            or not python.get("version")):
+        return None
+    uid = 0
+    if settings.get("venv_owner") is not None:
+        owner = account(settings["venv_owner"])
+        if owner is None:
+            return None
+        uid = owner["uid"]
+    try:
+        return observe_tree(settings["torch_from"], settings["venv_python"], probe, run, uid, "preflight_venv_owner",
+                            imports=False)
+    except InvalidOption as exc:
+        return {"error": str(exc)}
+
+
+def check_disk(report, settings, profile, disk, python, lock=None, tree=None):
+    """Room for the profile's virtualenv unless it exists already: a new profile, new pins, a new lock or another
+    adopted torch build a second one beside the current one (the stable path existing says nothing about that)."""
     path, minimum = settings.get("venv_path"), settings.get("venv_min_free_gib")
     if not path or not minimum:
         return
-    # Without the interpreter's version the name is not known: count the virtualenv as new.
-    if python.get("version") and settings.get("venv_python"):
-        venv = profile_virtualenv(path, profile, settings["venv_python"], python["version"])
-        if venv["name"] in disk.get("siblings", []):
-            report.checked.append("virtualenv %s of stack profile %s exists; its disk was not checked" % (
-                venv["dir"], profile["name"]))
-            return
+    # Without its name, the virtualenv counts as new.
+    venv = planned_virtualenv(settings, profile, python, lock, tree)
+    if venv is not None and venv["name"] in disk.get("siblings", []):
+        report.checked.append("virtualenv %s of stack profile %s exists; its disk was not checked" % (
+            venv["dir"], profile["name"]))
+        return
     mount, free = disk.get("mount"), disk.get("free_bytes")
     if free is None:
         report.notes.append("The free space for %s is not known; it was not checked." % path)
@@ -342,6 +387,54 @@ def check_fabric(report, settings, gpu, dpkg_query_output):
             gpu.get("kernel_module_version") or gpu.get("driver_version")))
 
 
+def _set_by(entry):
+    return "LD_LIBRARY_PATH of %s" % entry["variable"] if entry["variable"] else entry["file"]
+
+
+def _compat_fix(entry):
+    if entry["variable"]:
+        return "remove %s from LD_LIBRARY_PATH in %s" % (entry["directory"], entry["variable"])
+    return ("remove %s from %s and run ldconfig, or remove the cuda-compat package that put it there"
+            % (entry["directory"], entry["file"]))
+
+
+def check_compat(report, settings, profile, gpu, loader):
+    """A libcuda of another driver release on the loader path, a CUDA compatibility package's, only where the driver
+    is older than the profile's CUDA release needs. loader: [{directory, libcuda (the release its libcuda.so.1 is),
+    variable (whose LD_LIBRARY_PATH lists it) or file (the ld.so.conf file that does)}], None when not read."""
+    if loader is None:
+        return
+    driver, cuda = gpu["driver_version"], profile["cuda"]["version"]
+    others = [entry for entry in loader if entry["libcuda"] != driver]
+    if not others:
+        report.checked.append("the loader path holds no libcuda but the driver's own (%s)" % driver)
+        return
+    decision = compat_wanted(driver, cuda)
+    branch, minimum_branch = driver_branch(driver), profile["cuda"]["driver_branch_min"]
+    # A driver that the cuda role replaces in this run by the profile's branch leaves the compatibility libraries
+    # serving a driver that is gone.
+    replaced = settings.get("driver_install") and (branch is None or branch < minimum_branch)
+    found = "; ".join("%s (%s) holds libcuda %s" % (entry["directory"], _set_by(entry), entry["libcuda"])
+                      for entry in others)
+    if decision["wanted"] is None:
+        report.notes.append(
+            "%s: CUDA compatibility libraries, and the driver that CUDA %s of stack profile %s needs is not known "
+            "here, so whether driver %s needs them was not checked." % (found, cuda, profile["name"], driver))
+    elif decision["wanted"] and not replaced:
+        report.checked.append("CUDA compatibility libraries for driver %s, older than the %s that CUDA %s needs: %s"
+                              % (driver, decision["minimum"], cuda, found))
+    else:
+        new_enough = ("the driver of branch %d that cuda_driver_install puts in its place" % minimum_branch
+                      if replaced else "driver %s" % driver)
+        report.problems.extend(
+            "%s (%s) holds libcuda %s, a CUDA compatibility library, but %s is new enough for CUDA %s of stack profile "
+            "%s, which needs %s: a process that loads that libcuda instead of the driver's own fails with CUDA error "
+            "803 (cudaErrorSystemDriverMismatch). Compatibility libraries serve only a driver older than the CUDA "
+            "release needs: %s." % (entry["directory"], _set_by(entry), entry["libcuda"], new_enough, cuda,
+                                    profile["name"], decision["minimum"], _compat_fix(entry))
+            for entry in others)
+
+
 def gpu_health_lines(health):
     """What the GPUs' health (gpu_health's assessment, None when no GPU was looked at) says for preflight:
     {problems: an unhealthy finding each, warnings: a degraded finding each, notes, checked}."""
@@ -388,15 +481,26 @@ def gpu_health_state(settings, gpu, assess_health):
     return assess_health(overrides)
 
 
+def check_gpu_host(report, settings, profile, observed):
+    """Everything about a host whose GPUs the driver lists."""
+    gpu = observed["gpu"]
+    check_gpus(report, settings, profile, gpu)
+    check_compat(report, settings, profile, gpu, observed.get("loader"))
+    check_fabric(report, settings, gpu, observed.get("fabric_packages"))
+    check_gpu_health(report, observed.get("gpu_health"))
+
+
 def evaluate(settings, profile, observed):
     """Problems, notes and what was checked.
 
     settings: the role's variables without the preflight_ prefix. profile: the resolved stack profile.
     observed: distribution, distribution_version, architecture (Ansible's facts), gpu (gpu_facts), reboot_required (bool), reboot_required_packages,
     model (exists, is_dir, config_json), disk (siblings: the names beside venv_path, mount, free_bytes), port_state,
-    host, peers, venv_python (what ml_stack's inspect_python.py printed, or {error}), service_user_exists (bool),
+    host, peers, venv_python (what ml_stack's inspect_python.py printed, or {error}), lock (the profile's, or None),
+    adopted_tree (adopted_tree(), or None), service_user_exists (bool),
     fabric_packages (dpkg-query's Package, Version and db:Status-Abbrev of the fabric packages, tab-separated),
-    gpu_health (gpu_health_state()).
+    gpu_health (gpu_health_state()), loader (the directories of the loader path that hold a libcuda, see
+    check_compat; None when not read).
     """
     report = Report()
     check_platform(report, profile, observed)
@@ -419,16 +523,12 @@ def evaluate(settings, profile, observed):
         elif not gpu["gpus"]:
             report.problems.append("GPUs are required (preflight_gpus_required: true) but nvidia-smi lists none.")
         else:
-            check_gpus(report, settings, profile, gpu)
-            check_fabric(report, settings, gpu, observed.get("fabric_packages"))
-            check_gpu_health(report, observed.get("gpu_health"))
+            check_gpu_host(report, settings, profile, observed)
     else:
         for reason in pending:
             report.notes.append("A reboot is pending: %s." % reason)
         if gpu["state"] == "ok" and gpu["gpus"]:
-            check_gpus(report, settings, profile, gpu)
-            check_fabric(report, settings, gpu, observed.get("fabric_packages"))
-            check_gpu_health(report, observed.get("gpu_health"))
+            check_gpu_host(report, settings, profile, observed)
         else:
             report.notes.append("GPUs are not required (preflight_gpus_required: false): no GPU was checked "
                                 "(gpu_facts state %s)." % gpu["state"])
@@ -440,7 +540,8 @@ def evaluate(settings, profile, observed):
     check_model(report, settings, observed.get("model", {}))
     check_service_user(report, settings, observed.get("service_user_exists"))
     check_venv_python(report, settings, observed.get("venv_python") or {})
-    check_disk(report, settings, profile, observed.get("disk", {}), observed.get("venv_python") or {})
+    check_disk(report, settings, profile, observed.get("disk", {}), observed.get("venv_python") or {},
+               observed.get("lock"), observed.get("adopted_tree"))
     check_port(report, settings, observed.get("port_state"))
     return report.as_dict()
 
@@ -499,11 +600,12 @@ def venv_python_state(returncode, stdout, stderr):
 
 
 def observe(settings, facts, gpu, venv_python, fabric_packages, port_state, host, peers,
-            reboot_required_path=REBOOT_REQUIRED, gpu_health=None):
+            reboot_required_path=REBOOT_REQUIRED, gpu_health=None, loader=None, lock=None, tree=None):
     """What evaluate() weighs, from the host's facts (Ansible's min subset, without the ansible_ prefix), gpu_facts'
     gpu, the venv interpreter's report (venv_python_state, {} when not asked), dpkg-query's output, the port's
-    state, this host's name, the places every host of the play published and the GPUs' health (gpu_health_state());
-    the rest is read here."""
+    state, this host's name, the places every host of the play published, the GPUs' health (gpu_health_state()),
+    the loader path's libcuda directories (check_compat), the profile's lock and the tree ml_stack adopts
+    (adopted_tree()); the rest is read here."""
     reboot_required, packages = reboot_required_state(reboot_required_path)
     venv_path = settings.get("venv_path")
     return dict(
@@ -513,7 +615,8 @@ def observe(settings, facts, gpu, venv_python, fabric_packages, port_state, host
         disk=free_space(venv_path) if venv_path is not None else {}, port_state=port_state,
         venv_python=venv_python,
         service_user_exists=not settings.get("service_user_create") and account(settings["service_user_name"]) is not None,
-        fabric_packages=fabric_packages, peers=peers, gpu_health=gpu_health)
+        fabric_packages=fabric_packages, peers=peers, gpu_health=gpu_health, loader=loader, lock=lock,
+        adopted_tree=tree)
 
 
 def refusal(host, report):

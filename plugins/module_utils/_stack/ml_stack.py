@@ -17,6 +17,15 @@ How the profile is installed, and why:
   ``pip.conf``, so every later ``pip install`` there (the role's and anyone's) fails rather than replace torch.
 - Each virtualenv is named after the profile and a digest of its pins and Python; the stable path is a link
   to it. A new profile builds a new virtualenv beside the old one, which stays intact for rollback.
+- A profile with a lock (python.lock, read by the stack role) is installed in one pip run instead, exactly the
+  lock's wheels for the host's environment, each by its sha256 (``--require-hashes --no-deps``); every
+  distribution of the virtualenv is then compared with the lock, and the lock is part of the digest. The lock's
+  own logic is in lock.py.
+- A locked profile may adopt a torch the host has (ml_stack_torch_from) instead of installing the lock's: the
+  distributions the tree stands in for (torch and what only torch needs, lock.closure) are left out of the
+  requirements, the virtualenv sees the tree through a .pth file (a file the role keeps, like the pins), and the
+  tree (its site-packages and its torch's version) is part of the digest. Whether a tree can be adopted is
+  decided in adopt_torch.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,7 +41,7 @@ import posixpath
 import re
 import stat as stat_module
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
@@ -42,8 +51,19 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
 )
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import owner_argv, venv_owner_uid
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problems
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import lock as stack_lock
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.adopt_torch import (
+    PTH_NAME,
+    VARIABLE as TORCH_FROM,
+    pth,
+    recheck,
+    skip_plan,
+    torch_from_problems,
+)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.lock import mirrored, normalized, wheel_file
 
-# The profile's packages under stack_profiles.<name>.python, with their distribution names, in install order.
+# The profile's packages under stack_profiles.<name>.python, with their distribution names, in install order
+# (sgl_kernel's is the profile's python.sgl_kernel.distribution where it names one).
 PACKAGES = (
     ("torch", "torch"),
     ("sgl_kernel", "sgl-kernel"),
@@ -57,8 +77,12 @@ IMPORTS = ("torch", "sgl_kernel", "flashinfer", "sglang")
 
 MARKER = "ml-stack.json"
 CONSTRAINTS = "ml-stack-constraints.txt"
+REQUIREMENTS = "ml-stack-requirements.txt"
 PIP_CHECK_EXPLAINED = "ml-stack-pip-check.txt"
 PIP_OPTIONS = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+# The reference profiles install flashinfer 0.6.4 over sglang 0.5.9's pin of 0.6.3 on purpose; a lock of any
+# other profile is one consistent resolution, whose pip check must find nothing.
+REFERENCE_PROFILES = ("cu130", "cu128")
 
 # Libraries whose soname major is the CUDA major release they belong to (libnvrtc.so.12 is CUDA 12's).
 CUDA_RUNTIME_LIBRARIES = ("cudart", "nvrtc", "nvrtc-builtins", "cublas", "cublasLt", "cusparse", "cufft", "curand",
@@ -83,11 +107,6 @@ APT_BINDINGS = "python3-apt"
 LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
 
-def normalized(name):
-    """PEP 503 project name: flashinfer_python, Flashinfer.Python -> flashinfer-python."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def wheel_name(name):
     """The project name as wheel file names spell it: flashinfer-python -> flashinfer_python."""
     return re.sub(r"[-_.]+", "_", name).lower()
@@ -101,17 +120,15 @@ def _is_wheel(url):
     return urlsplit(url).path.endswith(".whl")
 
 
-def _wheel_file(url):
-    return unquote(posixpath.basename(urlsplit(url).path))
+def _distribution(profile, key, distribution):
+    """The distribution name of the profile's package under python.<key>."""
+    return (profile["python"][key].get("distribution") or distribution) if key == "sgl_kernel" else distribution
 
 
-def _mirrored(url, mirrors):
-    """url with the longest matching prefix among mirrors replaced by its mirror."""
-    matches = [prefix for prefix in mirrors if url.startswith(prefix)]
-    if not matches:
-        return url
-    prefix = max(matches, key=len)
-    return mirrors[prefix] + url[len(prefix):]
+def profile_versions(profile):
+    """{distribution: version} of each package the profile pins, in install order."""
+    return dict((_distribution(profile, key, distribution), profile["python"][key]["version"])
+                for key, distribution in PACKAGES if profile["python"][key]["version"] is not None)
 
 
 def manylinux_platforms(glibc, machine):
@@ -240,17 +257,22 @@ def _check_host(settings, profile, host, problems):
                         "first" % (settings["venv_path"], posixpath.dirname(settings["venv_path"].rstrip("/"))))
 
 
+def _origin(origin, source, location):
+    """Where a source comes from, as the user set it: origin, and the source itself where a mirror replaced it."""
+    return origin if location == source else "%s=%s through ml_stack_index_mirrors" % (origin, source)
+
+
 def _package(profile, key, distribution, settings, problems):
     entry = profile["python"][key]
     source = entry["source"]
-    mirrored = _mirrored(source, settings["index_mirrors"])
+    location = mirrored(source, settings["index_mirrors"])
     origin = "stack_profiles.%s.python.%s.source" % (profile["name"], key)
     package = {
         "distribution": distribution,
         "version": entry["version"],
-        "origin": origin if mirrored == source else "%s=%s through ml_stack_index_mirrors" % (origin, source),
-        "source": mirrored,
-        "wheel": _wheel_file(source) if _is_wheel(source) else None,
+        "origin": _origin(origin, source, location),
+        "source": location,
+        "wheel": wheel_file(source) if _is_wheel(source) else None,
     }
     if package["wheel"]:
         named = package["wheel"].split("-", 1)[0]
@@ -302,9 +324,10 @@ def _steps(main_index, packages, wheelhouse):
     }
 
 
-def _sources_to_probe(main_index, packages, index_url):
+def _sources_to_probe(main_index, packages, index_url, indexes=()):
     """What to ask before a build: each index for the page of each pinned package it serves (which must list
-    that version), each wheel for itself, and the main index for its root when no pinned package names it."""
+    that version), each wheel for itself, and for its root the main index, and each index of a lock (indexes:
+    (url, origin) pairs), that no pinned package names."""
     probes = []
     for package in packages:
         probes.append({
@@ -313,11 +336,12 @@ def _sources_to_probe(main_index, packages, index_url):
             "version": None if package["wheel"] else package["version"],
             "origin": package["origin"],
         })
-    if main_index not in [probe["url"] for probe in probes]:
-        origin = "ml_stack_index_url"
-        if main_index != index_url:
-            origin = "ml_stack_index_url=%s through ml_stack_index_mirrors" % index_url
-        probes.append({"url": main_index, "project": None, "version": None, "origin": origin})
+    main_origin = "ml_stack_index_url"
+    if main_index != index_url:
+        main_origin = "ml_stack_index_url=%s through ml_stack_index_mirrors" % index_url
+    for url, origin in [(main_index, main_origin)] + list(indexes):
+        if url not in [probe["url"] for probe in probes]:
+            probes.append({"url": url, "project": None, "version": None, "origin": origin})
     return probes
 
 
@@ -327,8 +351,85 @@ def _pins(profile):
     for key, distribution in PACKAGES:
         entry = profile["python"][key]
         if entry["version"] is not None:
-            pins.append([distribution, entry["version"], _wheel_file(entry["source"]) if _is_wheel(entry["source"]) else None])
+            pins.append([_distribution(profile, key, distribution), entry["version"],
+                         wheel_file(entry["source"]) if _is_wheel(entry["source"]) else None])
     return pins
+
+
+def _locked(settings, profile, python, lock, problems, adoption):
+    """The lock's part of the plan for this host's environment ({"path", "environment", "wheels", "indexes",
+    "skipped"}), or None with the problems of a lock that does not fit the profile or the host. With an adopted
+    tree (adoption), wheels leaves out what the tree stands in for, which skipped says (adopt_torch.skip_plan)."""
+    found = stack_lock.problems(lock, profile, profile_versions(profile))
+    if found:
+        problems.append("the lock %s of stack profile %s cannot be used (%s); make it anew with %s"
+                        % (lock.get("path") if isinstance(lock, dict) else None, profile["name"], "; ".join(found),
+                           stack_lock.MAKE))
+        return None
+    refused = stack_lock.environment_problem(lock, profile["name"], python, settings["python"])
+    if refused:
+        problems.append(refused)
+        return None
+    environment = stack_lock.environment(python)
+    wheels = stack_lock.wheels_for(lock, environment)
+    skipped = None
+    if adoption is not None:
+        skipped = skip_plan(stack_lock.closure(lock, "torch", environment), adoption["distributions"], lock)
+        wheels = [wheel for wheel in wheels if wheel["distribution"] not in skipped["skip"]]
+    return {"path": lock["path"], "environment": environment, "wheels": wheels,
+            "indexes": stack_lock.indexes(lock, wheels), "skipped": skipped}
+
+
+def _locked_indexes(locked, mirrors):
+    """Each index the lock's wheels come from, through the mirrors, with where it comes from."""
+    return [(mirrored(index, mirrors), _origin("an index of the lock %s" % locked["path"], index,
+                                               mirrored(index, mirrors)))
+            for index in locked["indexes"]]
+
+
+def _locked_packages(profile, locked, mirrors):
+    """The profile's pinned packages as the lock installs them: from the lock's index by name and version, or a
+    wheel from its URL. Those an adopted tree stands in for are not installed."""
+    wheels = dict((wheel["distribution"], wheel) for wheel in locked["wheels"])
+    packages = []
+    for distribution in [name for name in profile_versions(profile) if name in wheels]:
+        wheel = wheels[distribution]
+        source = wheel["url"] if wheel["index"] is None else wheel["index"]
+        location = mirrored(source, mirrors)
+        packages.append({
+            "distribution": distribution,
+            "version": wheel["version"],
+            "origin": _origin("the %s of %s in the lock %s"
+                              % ("URL" if wheel["index"] is None else "index", distribution, locked["path"]),
+                              source, location),
+            "source": location,
+            "wheel": wheel["wheel"] if wheel["index"] is None else None,
+        })
+    return packages
+
+
+def _locked_index_options(main_index, locked, mirrors, wheelhouse):
+    """pip's options for where a lock's wheels come from: the main index and each other index of the lock, or
+    only the wheelhouse. The hashes decide which file is taken."""
+    if wheelhouse:
+        return ["--no-index", "--find-links", wheelhouse]
+    options = ["--index-url", main_index]
+    for location in [mirrored(index, mirrors) for index in locked["indexes"]]:
+        if location != main_index and location not in options:
+            options += ["--extra-index-url", location]
+    return options
+
+
+def _locked_requirements(profile, locked, mirrors, wheelhouse):
+    """The requirements file of a locked install: the lock's wheels for the environment, each by its hash, but
+    those an adopted tree stands in for."""
+    adopted = ("# Left out, as the adopted torch (%s) stands in for them: %s.\n"
+               % (TORCH_FROM, ", ".join(locked["skipped"]["skip"])) if locked["skipped"] else "")
+    return "".join(
+        ["# Written by blackwell.gpu_node.ml_stack from the lock %s of stack profile %s for %s: pip installs\n"
+         "# exactly these wheels, each by its sha256 (--require-hashes --no-deps).\n%s"
+         % (profile["python"]["lock"], profile["name"], locked["environment"], adopted)]
+        + [line + "\n" for line in stack_lock.requirement_lines(locked["wheels"], mirrors, wheelhouse)])
 
 
 def is_profile_virtualenv(venv_path, name):
@@ -338,25 +439,40 @@ def is_profile_virtualenv(venv_path, name):
     return isinstance(name, str) and re.fullmatch(ours, name) is not None
 
 
-def profile_virtualenv(venv_path, profile, python, python_version):
+def _lock_pins(wheels):
+    return [[wheel["distribution"], wheel["version"], wheel["sha256"]] for wheel in wheels]
+
+
+def profile_virtualenv(venv_path, profile, python, python_report, lock=None, adoption=None):
     """Where the profile's virtualenv goes beside the stable path venv_path: <name>.<profile>-<digest>, the digest
-    of the profile's pins, the interpreter it is made with (ml_stack_python) and that interpreter's X.Y. The
-    preflight role asks the same, to know whether a run builds a new one."""
-    python_series = ".".join(str(part) for part in _version_tuple(python_version))
-    digest = hashlib.sha256(json.dumps([_pins(profile), python, python_series]).encode()).hexdigest()[:8]
+    of the profile's pins, the interpreter it is made with (ml_stack_python) and that interpreter's X.Y (from
+    python_report, what inspect_python.py says of it), of a locked profile every wheel of the lock for that
+    interpreter's environment (a new lock builds a new virtualenv), and of an adopted tree (adopt_torch.adopted)
+    its site-packages and its torch's version: a virtualenv built on an adopted torch is never taken for one with
+    its own, nor for one built on another torch. The preflight role asks the same, with the same inputs, to know
+    whether a run builds a new one."""
+    python_series = ".".join(str(part) for part in _version_tuple(python_report["version"]))
+    digested = [_pins(profile), python, python_series]
+    if lock is not None:
+        digested.append(_lock_pins(stack_lock.wheels_for(lock, stack_lock.environment(python_report))))
+    if adoption is not None:
+        digested.append([adoption["site_packages"], adoption["torch"]["distribution"]])
+    digest = hashlib.sha256(json.dumps(digested).encode()).hexdigest()[:8]
     venv_path = venv_path.rstrip("/")
     name = "%s.%s-%s" % (posixpath.basename(venv_path), profile["name"], digest)
     return {"python_series": python_series, "digest": digest, "name": name,
             "dir": posixpath.join(posixpath.dirname(venv_path), name)}
 
 
-def build_plan(settings, profile, host):
+def build_plan(settings, profile, host, lock=None, adoption=None):
     """Everything the role does for this host, or {'problems': [...]} naming each variable to fix.
 
     settings: the role variables without the ml_stack_ prefix. profile: the resolved stack profile.
     host: what the host said about ml_stack_python ('python': version, implementation, machine, glibc,
     venv_error or error), the owner ('owner': truthy if the user exists), the stable path ('venv_path': exists,
-    islnk) and whether its directory exists ('parent_exists').
+    islnk) and whether its directory exists ('parent_exists'). lock: the profile's lock as the stack role read
+    it (stack_selected_lock), or None for a profile without one. adoption: the tree of settings' torch_from, as
+    adopt_torch.decide found it adoptable (or recheck, for the converged check); None plans the profile's own torch.
     """
     problems = control_character_problems(_text_values(settings, profile))
     if problems:
@@ -371,11 +487,24 @@ def build_plan(settings, profile, host):
     if host["python"].get("error"):
         return {"problems": problems}
     settings = dict(settings, machine=host["python"]["machine"])
-    packages = [
-        _package(profile, key, distribution, settings, problems)
-        for key, distribution in PACKAGES
-        if profile["python"][key]["version"] is not None
-    ]
+    mirrors = settings["index_mirrors"]
+    if settings.get("torch_from") is not None and lock is None:
+        problems.append("%s=%s adopts a torch only into a locked stack profile, and stack profile %s has no lock "
+                        "(python.lock): without one there is no closure of torch to leave out of the virtualenv. "
+                        "Choose a locked profile (stack_profile), give this one a lock (%s, then "
+                        "stack_profiles_custom.%s.python.lock), or set %s to null"
+                        % (TORCH_FROM, settings["torch_from"], profile["name"], stack_lock.MAKE, profile["name"],
+                           TORCH_FROM))
+    adoption = adoption if settings.get("torch_from") is not None else None
+    locked = None if lock is None else _locked(settings, profile, host["python"], lock, problems, adoption)
+    if locked is not None:
+        packages = _locked_packages(profile, locked, mirrors)
+    else:
+        packages = [
+            _package(profile, key, _distribution(profile, key, distribution), settings, problems)
+            for key, distribution in PACKAGES
+            if profile["python"][key]["version"] is not None
+        ]
     offline = bool(settings["offline"])
     if offline and settings.get("wheelhouse_controller_path") and not host["python"].get("glibc"):
         problems.append("ml_stack_wheelhouse_controller_path is set, but this host's Python reports no glibc: the "
@@ -384,12 +513,26 @@ def build_plan(settings, profile, host):
         return {"problems": problems}
 
     pins = _pins(profile)
-    venv = profile_virtualenv(settings["venv_path"], profile, settings["python"], host["python"]["version"])
+    adopted = bool(locked and locked["skipped"])
+    venv = profile_virtualenv(settings["venv_path"], profile, settings["python"], host["python"], lock,
+                              adoption if adopted else None)
     python_series, digest, venv_name, venv_dir = venv["python_series"], venv["digest"], venv["name"], venv["dir"]
     venv_path = settings["venv_path"].rstrip("/")
     versions = dict((package["distribution"], package["version"]) for package in packages)
-    main_index = _mirrored(settings["index_url"], settings["index_mirrors"])
+    if adopted:
+        # The adopted tree's own version of each pinned distribution it stands in for: what the virtualenv runs.
+        versions = dict((name, versions.get(name) or locked["skipped"]["versions"][name])
+                        for name in profile_versions(profile))
+    main_index = mirrored(settings["index_url"], mirrors)
     wheelhouse = settings["wheelhouse_path"].rstrip("/") if offline else None
+    requirements = posixpath.join(venv_dir, REQUIREMENTS)
+    if locked is None:
+        steps = _steps(main_index, packages, wheelhouse)
+        indexes = []
+    else:
+        steps = {"lock": ["--require-hashes", "--no-deps"]
+                 + _locked_index_options(main_index, locked, mirrors, wheelhouse) + ["-r", requirements]}
+        indexes = _locked_indexes(locked, mirrors)
 
     result = {
         "problems": [],
@@ -405,17 +548,22 @@ def build_plan(settings, profile, host):
         "packages": packages,
         "versions": versions,
         "imports": list(IMPORTS),
-        "install": dict((name, ["install"] + PIP_OPTIONS + step) for name, step in _steps(main_index, packages, wheelhouse).items()),
-        "sources": [] if offline else _sources_to_probe(main_index, packages, settings["index_url"]),
+        "install": dict((name, ["install"] + PIP_OPTIONS + step) for name, step in steps.items()),
+        "sources": [] if offline else _sources_to_probe(main_index, packages, settings["index_url"], indexes),
         "offline": offline,
         "wheelhouse": wheelhouse,
         "download": None,
+        "lock": locked,
+        "adoption": None,
         "files": {
             "marker": posixpath.join(venv_dir, MARKER),
             "constraints": posixpath.join(venv_dir, CONSTRAINTS),
             "pip_conf": posixpath.join(venv_dir, "pip.conf"),
             "pip_check": posixpath.join(venv_dir, PIP_CHECK_EXPLAINED),
         },
+        # What inspect_stack.py is asked for (the role adds the imports): a locked virtualenv's every distribution.
+        "inspect": {"distributions": list(versions), "marker": posixpath.join(venv_dir, MARKER),
+                    "every_distribution": locked is not None},
         "marker": {
             "profile": profile["name"],
             "digest": digest,
@@ -425,26 +573,47 @@ def build_plan(settings, profile, host):
             "wheels": dict((package["distribution"], package["wheel"]) for package in packages if package["wheel"]),
         },
     }
+    if adopted:
+        # The .pth file goes into the virtualenv's own site-packages, by its path in the virtualenv.
+        own_site_packages = posixpath.join("lib", "python" + python_series, "site-packages")
+        result["adoption"] = dict(locked["skipped"], torch_from=settings["torch_from"],
+                                  site_packages=adoption["site_packages"], torch=adoption["torch"]["distribution"],
+                                  pth=dict(pth(adoption["site_packages"]),
+                                           name=posixpath.join(own_site_packages, PTH_NAME)))
+        result["files"]["pth"] = posixpath.join(venv_dir, result["adoption"]["pth"]["name"])
+        result["inspect"]["adopted"] = adoption["site_packages"]
+        result["marker"]["adopted"] = {"site_packages": adoption["site_packages"],
+                                       "torch": adoption["torch"]["distribution"]}
+    constrained = ([(package["distribution"], package["version"]) for package in packages] if locked is None
+                   else sorted([(wheel["distribution"], wheel["version"]) for wheel in locked["wheels"]]
+                               + list((locked["skipped"] or {}).get("versions", {}).items())))
+    # The distributions the adopted tree stands in for are pinned at its versions: pip sees them there, and takes
+    # nothing else in their place.
     result["constraints"] = "".join(
         ["# Written by blackwell.gpu_node.ml_stack for stack profile %s. pip reads it through this virtualenv's\n"
          "# pip.conf on every install here, so that nothing replaces these versions; another profile gets a new\n"
          "# virtualenv instead.\n" % profile["name"]]
-        + ["%s===%s\n" % (package["distribution"], package["version"]) for package in packages]
+        + ["%s===%s\n" % pinned for pinned in constrained]
     )
     result["pip_conf"] = pip_conf(result["files"]["constraints"])
+    if locked is not None:
+        result["files"]["requirements"] = requirements
+        result["requirements"] = _locked_requirements(profile, locked, mirrors, wheelhouse)
     result["marker_text"] = marker_text(result["marker"])
     result["pins"] = managed_files(result)
     controller_path = settings.get("wheelhouse_controller_path")
     if offline and controller_path:
-        result["download"] = _download(settings, profile, host, packages, main_index, pins)
+        result["download"] = _download(settings, profile, host, packages, main_index, pins, locked, indexes)
     return result
 
 
 def managed_files(plan, explanation=None):
-    """Every file the role writes into the profile's virtualenv, declared once, as venv_files takes them: the
-    pins, root's so that the owner cannot edit them in place (the constraints file, and the pip.conf that makes
-    every pip run here read it), then, given the explanation of pip check that verification made, the files of a
-    verified virtualenv, the completion marker last: only a complete, verified, pinned virtualenv carries it.
+    """Every file the role writes into the profile's virtualenv, declared once, by its path in the virtualenv
+    (file_groups gives them to venv_files): the pins, root's so that the owner cannot edit them in place (the
+    constraints file, the pip.conf that makes every pip run here read it, a lock's requirements file and, with an
+    adopted torch, the .pth file in the virtualenv's site-packages that makes it see the tree), then, given the
+    explanation of pip check that verification made, the files of a verified virtualenv, the completion marker
+    last: only a complete, verified, pinned virtualenv carries it.
 
     install.yml writes the pins (the plan's "pins") before pip runs in a build; activate.yml writes them all (the
     verdict's "files") on every run past the converged check, which compares each with the host."""
@@ -452,12 +621,29 @@ def managed_files(plan, explanation=None):
         {"name": posixpath.basename(plan["files"]["constraints"]), "content": plan["constraints"], "root": True},
         {"name": posixpath.basename(plan["files"]["pip_conf"]), "content": plan["pip_conf"], "root": True},
     ]
+    if plan.get("lock") is not None:
+        files.append({"name": posixpath.basename(plan["files"]["requirements"]), "content": plan["requirements"],
+                      "root": True})
+    if plan.get("adoption"):
+        files.append(dict(plan["adoption"]["pth"], root=True))
     if explanation is not None:
         files += [
             {"name": posixpath.basename(plan["files"]["pip_check"]), "content": explanation, "root": False},
             {"name": posixpath.basename(plan["files"]["marker"]), "content": plan["marker_text"], "root": False},
         ]
     return files
+
+
+def file_groups(files):
+    """managed_files() by the directory of the virtualenv they lie in ("" for the virtualenv itself), each with
+    the plain names venv_files writes: those of its subdirectories first, the virtualenv's own last, so that the
+    completion marker is written last."""
+    groups = {}
+    for entry in files:
+        directory, name = posixpath.split(entry["name"])
+        groups.setdefault(directory, []).append(dict(entry, name=name))
+    return [{"directory": directory, "files": groups[directory]}
+            for directory in sorted(groups, key=lambda directory: (directory == "", directory))]
 
 
 def marker_text(marker):
@@ -476,12 +662,15 @@ def pip_conf(constraints):
             + text.getvalue())
 
 
-def _download(settings, profile, host, packages, main_index, pins):
-    """The controller's pip download of this host's wheelhouse: the same two steps, for the host's platform."""
+def _download(settings, profile, host, packages, main_index, pins, locked, indexes):
+    """The controller's pip download of this host's wheelhouse, for the host's platform: the same two steps, or
+    of a locked profile exactly the lock's wheels for the host's environment, each by its hash (one step, with
+    the requirements file the controller writes beside the wheelhouse)."""
     python = host["python"]
     series = _version_tuple(python["version"])
     platforms = manylinux_platforms(python["glibc"], python["machine"])
-    key_digest = hashlib.sha256(json.dumps([pins, platforms[0], list(series)]).encode()).hexdigest()[:8]
+    keyed = [pins, platforms[0], list(series)] + ([_lock_pins(locked["wheels"])] if locked is not None else [])
+    key_digest = hashlib.sha256(json.dumps(keyed).encode()).hexdigest()[:8]
     folder = posixpath.join(settings["wheelhouse_controller_path"].rstrip("/"),
                             "%s-%s-cp%d%d-%s" % (profile["name"], key_digest, series[0], series[1], platforms[0]))
     target = ["--only-binary=:all:", "--python-version", "%d.%d" % series, "--implementation", "cp",
@@ -489,13 +678,21 @@ def _download(settings, profile, host, packages, main_index, pins):
     for platform in platforms:
         target += ["--platform", platform]
     common = ["download"] + PIP_OPTIONS + ["--dest", folder + ".partial"] + target
-    return dict(
-        [(name, common + step) for name, step in _steps(main_index, packages, None).items()],
+    spec = dict(
         folder=folder,
         partial=folder + ".partial",
         pinned=[package["distribution"] for package in packages],
-        sources=_sources_to_probe(main_index, packages, settings["index_url"]),
+        sources=_sources_to_probe(main_index, packages, settings["index_url"], indexes),
     )
+    if locked is None:
+        spec.update((name, common + step) for name, step in _steps(main_index, packages, None).items())
+        return spec
+    mirrors = settings["index_mirrors"]
+    requirements = folder + ".requirements.txt"
+    spec["requirements"] = {"path": requirements, "content": _locked_requirements(profile, locked, mirrors, None)}
+    spec["steps"] = [common + ["--require-hashes", "--no-deps"]
+                     + _locked_index_options(main_index, locked, mirrors, None) + ["-r", requirements]]
+    return spec
 
 
 def dependencies(requires, pinned):
@@ -587,9 +784,9 @@ def diagnose(module, error, plan, torch_version=None):
         library = "lib%s.so.%s" % (missing.group(1), missing.group(2))
         if missing.group(2) != cuda_major:
             hint = ""
-            if module == "sgl_kernel":
-                hint = (" PyPI's sgl-kernel is built with CUDA 12.9; the profile takes it from %s."
-                        % [package["source"] for package in plan["packages"] if package["distribution"] == "sgl-kernel"][0])
+            kernel = [package["source"] for package in plan["packages"] if package["distribution"] == "sgl-kernel"]
+            if module == "sgl_kernel" and kernel:
+                hint = " PyPI's sgl-kernel is built with CUDA 12.9; the profile takes it from %s." % kernel[0]
             return ("%s wants %s: a CUDA %s wheel on this CUDA %s stack (profile %s). Install the package from the "
                     "profile's source, as this role does.%s"
                     % (module, library, missing.group(2), plan["cuda"], plan["profile"], hint))
@@ -611,9 +808,57 @@ def diagnose(module, error, plan, torch_version=None):
     return "no known cause; the error above is what Python said"
 
 
+def diagnose_install(plan, output):
+    """What the output of a failed pip run says about the lock's wheels: one explanation per wheel pip refused
+    because its sha256 is not the one the lock pins (or a requirement of the profile's pins, without a lock)."""
+    locked = dict((wheel["distribution"], wheel) for wheel in (plan.get("lock") or {}).get("wheels", []))
+    explained = []
+    for mismatch in stack_lock.hash_mismatches(output):
+        wheel = locked.get(mismatch["name"])
+        if wheel:
+            pinned = ("the lock %s pins %s %s as %s with sha256 %s"
+                      % (plan["lock"]["path"], mismatch["name"], wheel["version"], wheel["wheel"], wheel["sha256"]))
+        else:
+            pinned = "the requirement pins sha256 %s" % " or ".join(mismatch["expected"])
+        explained.append(
+            "pip refused %s: the file it got (%s) has sha256 %s, and %s. It is not the file that was locked: someone "
+            "replaced or tampered with it at the index, the mirror or the wheelhouse. Nothing was installed from it "
+            "and nothing was activated. Have the source serve the locked file, or make the lock anew with %s once "
+            "the new file is trusted"
+            % (mismatch["name"], mismatch["url"] or "its URL is not known", mismatch["got"], pinned, stack_lock.MAKE))
+    return explained
+
+
+def _adoption_problems(adoption, state, installed):
+    """Whether the virtualenv sees each distribution the adopted tree stands in for there, and has none of them
+    itself (installed: its own distributions)."""
+    problems = ["%s %s is installed in the virtualenv itself, where the adopted tree's (%s=%s) stands in for it"
+                % (name, installed[name], TORCH_FROM, adoption["torch_from"])
+                for name in adoption["skip"] if name in installed]
+    seen = state.get("adopted")
+    if not isinstance(seen, dict):
+        return problems + ["the inspection did not list the distributions of the adopted tree %s"
+                           % adoption["site_packages"]]
+    return problems + [
+        "the virtualenv does not see %s %s of the adopted tree %s (it sees %s there): its %s is missing or names "
+        "another directory, or the tree changed" % (name, version, adoption["site_packages"],
+                                                    seen.get(name) or "none", PTH_NAME)
+        for name, version in sorted(adoption["versions"].items()) if seen.get(name) != version]
+
+
 def _state_problems(plan, state):
     problems = []
-    for distribution, version in sorted(plan["versions"].items()):
+    if plan.get("lock") is not None:
+        installed = state.get("installed")
+        if isinstance(installed, dict):
+            adoption = plan.get("adoption")
+            if adoption:
+                problems += _adoption_problems(adoption, state, installed)
+                installed = dict((name, version) for name, version in installed.items() if name not in adoption["skip"])
+            problems += stack_lock.describe(stack_lock.compare(installed, plan["lock"]["wheels"]))
+        else:
+            problems.append("the inspection did not list every distribution of the virtualenv")
+    for distribution, version in [] if plan.get("lock") is not None else sorted(plan["versions"].items()):
         found = state["versions"].get(distribution)
         if found is None:
             problems.append("%s is not installed (the profile pins %s)" % (distribution, version))
@@ -622,7 +867,7 @@ def _state_problems(plan, state):
     for package in plan["packages"]:
         url = state.get("direct_urls", {}).get(package["distribution"])
         if package["wheel"] and state["versions"].get(package["distribution"]) and (
-                url is None or _wheel_file(url) != package["wheel"]):
+                url is None or wheel_file(url) != package["wheel"]):
             problems.append("%s was installed from %s, not from the profile's wheel %s"
                             % (package["distribution"], url or "an index", package["wheel"]))
         elif not package["wheel"] and url is not None:
@@ -634,9 +879,10 @@ def _state_problems(plan, state):
 def verdict(plan, observed, gpus_required=True):
     """Compare what the host has with the plan.
 
-    observed may hold 'state' (versions and direct_urls, what inspect_stack.py reports without importing),
-    'marker' (the virtualenv's completion marker), 'verification' (modules and pip_check, what it reports when
-    importing) and 'wheelhouse' (file names). Returns exact (complete, and exactly the plan's pins from the plan's
+    observed may hold 'state' (versions and direct_urls, and for a lock every installed distribution, what
+    inspect_stack.py reports without importing), 'marker' (the virtualenv's completion marker), 'verification'
+    (modules and pip_check, what it reports when importing), 'wheelhouse' (file names) and 'pip_output' (what a
+    failed pip run printed). Returns exact (complete, and exactly the plan's pins, or the lock, from the plan's
     sources), ok (no problem in what was observed), the problems, notes on what was not checked, and the pip check
     lines that the profile causes on purpose with the text that explains them.
     """
@@ -646,8 +892,11 @@ def verdict(plan, observed, gpus_required=True):
         state_problems = _state_problems(plan, observed["state"])
         problems += state_problems
         result["exact"] = not state_problems and observed.get("marker") == plan["marker"]
+    if "pip_output" in observed:
+        problems += diagnose_install(plan, observed["pip_output"])
     if "wheelhouse" in observed:
-        missing = missing_wheels(plan["packages"], observed["wheelhouse"])
+        locked = plan.get("lock")
+        missing = missing_wheels(locked["wheels"] if locked is not None else plan["packages"], observed["wheelhouse"])
         if missing:
             problems.append("ml_stack_wheelhouse_path=%s lacks wheels for: %s; add them, or set "
                             "ml_stack_wheelhouse_controller_path to have the controller download them"
@@ -670,9 +919,13 @@ def verdict(plan, observed, gpus_required=True):
             problems.append("torch %s reports torch.version.cuda %s, the profile expects %s (python.torch.cuda): a torch "
                             "built for another CUDA, or a profile whose python.torch.cuda does not match its torch"
                             % (torch.get("version"), torch.get("cuda"), plan["cuda"]))
-        deliberate, unexpected = classify_pip_check(verification["pip_check"], plan["versions"])
+        # A lock is one resolution: only a reference profile's pip check has lines on purpose.
+        on_purpose = plan["versions"] if plan.get("lock") is None or plan["profile"] in REFERENCE_PROFILES else {}
+        deliberate, unexpected = classify_pip_check(verification["pip_check"], on_purpose)
         if unexpected:
             problems.append("pip check reports problems the profile does not explain: %s" % " | ".join(unexpected))
+        # A distribution of the adopted tree at another version than the lock's is said, not refused.
+        notes += (plan.get("adoption") or {}).get("differences", [])
         result["deliberate"] = deliberate
         result["explanation"] = pip_check_explanation(plan["profile"], deliberate)
         result["files"] = managed_files(plan, result["explanation"])
@@ -687,7 +940,8 @@ def build_decision(plan, venv, inspected, venv_owner):
     reported on it (versions, direct_urls, marker), or {"error": what its interpreter wrote} when it did not run;
     ignored when the virtualenv does not exist. venv_owner: ml_stack_venv_owner (None: whoever runs the role).
     Returns new (there is none yet), build, chown (one built by an earlier release as root is handed to its owner
-    and repaired) and the reasons for a build.
+    and repaired), the reasons for a build, and remove: the distributions of a locked virtualenv that the lock
+    does not name, which a repair uninstalls (pip install --no-deps leaves them).
     """
     foreign_owner = venv["owner"] if venv["exists"] and venv_owner is not None and venv["owner"] != venv_owner else None
     if not venv["exists"]:
@@ -701,8 +955,11 @@ def build_decision(plan, venv, inspected, venv_owner):
             reasons.append("it is not marked complete for this profile")
     if foreign_owner is not None:
         reasons.append("it belongs to %s, not to ml_stack_venv_owner=%s" % (foreign_owner, venv_owner))
+    remove = []
+    if venv["exists"] and plan.get("lock") is not None and isinstance(inspected.get("installed"), dict):
+        remove = [extra[0] for extra in stack_lock.compare(inspected["installed"], plan["lock"]["wheels"])["extra"]]
     return {"new": not venv["exists"], "build": not exact or foreign_owner is not None,
-            "chown": foreign_owner is not None, "reasons": reasons}
+            "chown": foreign_owner is not None, "reasons": reasons, "remove": remove}
 
 
 def prune_plan(venv_path, candidates, keep, protected):
@@ -773,17 +1030,21 @@ def _candidates(venv_path):
     return found
 
 
-def observe_stack(settings, profile, scripts, run, user, user_name):
+def observe_stack(settings, profile, scripts, run, user, user_name, lock=None):
     """Everything stack_unconverged_reasons needs, in one call on the host: the plan preflight.yml makes, the
     profile's virtualenv inspected as verify.yml inspects it (imports and pip check included), the files
-    activate.yml and install.yml write, the stable path and the directories prune.yml looks at.
+    activate.yml and install.yml write, the stable path and the directories prune.yml looks at; with
+    settings' torch_from, the adopted tree as adopt_torch.yml weighs it, but for importing torch, which the
+    inspection of the virtualenv does through its .pth file (adopt_torch.recheck).
 
     settings: the role's settings as preflight.yml passes them to build_plan (venv_owner, system_packages...).
-    scripts: the source of the role's inspect_python.py and inspect_stack.py, by those names. ``run(argv)``
-    returns ``(rc, stdout, stderr)``; ``user(name)`` the user's ``{"uid", "gid"}`` or None; ``user_name(uid)``
-    the name or None. Anything it cannot observe comes back as ``{"error": ...}``."""
-    # What build_plan refuses before it looks at the host is refused before anything runs there.
-    problems = control_character_problems(_text_values(settings, profile))
+    lock: the profile's lock (stack_selected_lock), or None.
+    scripts: the source of the role's inspect_python.py, inspect_stack.py and (with torch_from) inspect_torch.py,
+    by those names. ``run(argv)`` returns ``(rc, stdout, stderr)``; ``user(name)`` the user's ``{"uid", "gid"}``
+    or None; ``user_name(uid)`` the name or None. Anything it cannot observe comes back as ``{"error": ...}``."""
+    # What build_plan refuses before it looks at the host is refused before anything runs there, and so is what
+    # adopt_torch.yml refuses before it looks at the tree.
+    problems = control_character_problems(_text_values(settings, profile)) + torch_from_problems(settings.get("torch_from"))
     if not problems:
         _check_settings(settings, problems)
     if problems:
@@ -806,7 +1067,19 @@ def observe_stack(settings, profile, scripts, run, user, user_name):
         if rc not in (0, 1):
             return {"error": "dpkg-query failed (exit status %d): %s" % (rc, stderr.strip())}
         host["dpkg"] = stdout
-    plan = build_plan(settings, profile, host)
+    adoption = None
+    # Past what build_plan refuses without it: a tree to adopt needs a lock, an interpreter that runs, and the
+    # owner it is inspected as.
+    if (settings.get("torch_from") is not None and lock is not None and not host["python"].get("error")
+            and (owner is not None or settings["venv_owner"] is None)):
+        try:
+            adoption = recheck(profile, settings["torch_from"], host["python"]["version"], settings["python"],
+                               scripts["inspect_torch.py"], run, owner["uid"] if owner else 0, user_name)
+        except InvalidOption as exc:
+            return {"error": str(exc)}
+        if not adoption["ok"]:
+            return {"plan": {"problems": adoption["problems"]}}
+    plan = build_plan(settings, profile, host, lock, adoption)
     if plan["problems"]:
         return {"plan": plan}
     observed = {"plan": plan, "owner": owner, "link": host["venv_path"], "inspected": {}, "files": {},
@@ -817,7 +1090,7 @@ def observe_stack(settings, profile, scripts, run, user, user_name):
         observed["venv"] = {"exists": False, "owner": None}
         return observed
     observed["venv"] = {"exists": True, "owner": user_name(venv_stat.st_uid)}
-    request = {"distributions": list(plan["versions"]), "marker": plan["files"]["marker"], "imports": plan["imports"]}
+    request = dict(plan["inspect"], imports=plan["imports"])
     # Run as whoever owns what decides the virtualenv's code, which is ml_stack_venv_owner on a host the role
     # built: a virtualenv of someone else's is then a reason to repair it, and still never run as root.
     try:

@@ -20,7 +20,7 @@ PIN = "an exact version as the installed distribution reports it, like 2.9.1+cu1
 SOURCE = ("an http(s):// or file:// URL: a package index (PEP 503, like https://pypi.org/simple) or one wheel "
           "(ending in .whl)")
 KERNEL_DISTRIBUTIONS = ("sgl-kernel", "sglang-kernel")
-# `python -m sglang.launch_server`, or `sglang serve`, which SGLang recommends from 0.5.12 on.
+# `python -m sglang.launch_server`, or `sglang serve`, which SGLang recommends from 0.5.10 on.
 ENTRYPOINTS = ("launch_server", "serve")
 GATEWAY_PACKAGES = ("sglang-router", "smg")
 # What an older profile in inventory leaves out means what it meant before the field existed.
@@ -35,12 +35,17 @@ PIN_PATTERN = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a
 # cuda.home is written unquoted into a shell profile and into ld.so.conf.d: no character that a shell or the
 # linker's configuration reads as syntax.
 PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+/-]*")
-LOCK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json|/[A-Za-z0-9._+/-]*\.json")
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def _fullmatch(pattern, value):
     return isinstance(value, str) and re.fullmatch(pattern, value) is not None
+
+
+def _lock_name(value):
+    """A shipped lock's file name, or an absolute path on the controller, of a .json file."""
+    return isinstance(value, str) and value.endswith(".json") and (
+        _fullmatch(PROFILE_NAME, value) or _fullmatch(PLAIN_PATH, value))
 
 
 def _pin(value):
@@ -102,7 +107,7 @@ FIELDS = (
     ("python.sglang.entrypoint", lambda value: value in ENTRYPOINTS,
      "how the release starts its server, one of %s" % ", ".join(ENTRYPOINTS)),
     # The lock of the profile's whole Python stack, every distribution with its wheels' sha256.
-    ("python.lock", lambda value: value is None or _fullmatch(LOCK_NAME, value),
+    ("python.lock", lambda value: value is None or _lock_name(value),
      "null (no lock: pip resolves the requirements at install), the file name of a shipped lock "
      "(like sglang-0.5.17-cu130.json) or an absolute path on the controller"),
     # The gateway release that matches the profile's SGLang.

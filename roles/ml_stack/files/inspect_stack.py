@@ -1,11 +1,15 @@
 # Run by the ml_stack role with the virtualenv's Python; prints one JSON object.
-# Argument: JSON {"distributions": [...], "marker": path, "imports": [...]}. Reports each distribution's
-# version and the URL it was installed from (direct_url.json, the only trace that tells two builds of one
-# version apart), and the completion marker. With imports: imports each module in a Python of its own (so that
-# one failure or crash does not hide the others) and runs pip check.
+# Argument: JSON {"distributions": [...], "marker": path, "imports": [...], "every_distribution": bool, and
+# "adopted": path where the virtualenv adopts a tree's torch}. Reports each distribution's version and the URL it
+# was installed from (direct_url.json, the only trace that tells two builds of one version apart), and the
+# completion marker. With every_distribution (a locked profile): every distribution installed, by PEP 503 name,
+# under "installed"; with adopted, those of that site-packages (which the virtualenv's .pth file puts on its
+# path) apart, under "adopted", and not under "installed". With imports: imports each module in a Python of its
+# own (so that one failure or crash does not hide the others) and runs pip check.
 import importlib.metadata
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -23,6 +27,29 @@ else:
     print(json.dumps({"ok": True, "version": str(getattr(module, "__version__", None)),
                       "cuda": getattr(getattr(module, "version", None), "cuda", None)}))
 """
+
+
+def every_installed(entries):
+    """{normalized name: version} of every distribution in entries of the interpreter's path, the first of a name
+    as imports find it."""
+    found = {}
+    for distribution in importlib.metadata.distributions(path=entries):
+        name = distribution.metadata["Name"]
+        if name:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), distribution.version)
+    return found
+
+
+def path_entries(adopted):
+    """(the interpreter's path but the adopted site-packages, the adopted one where the path holds it). Not the
+    current directory, which -c puts first on the path: what lies there is not the virtualenv's."""
+    own, seen = [], []
+    for entry in sys.path:
+        if entry and adopted and os.path.realpath(entry) == adopted:
+            seen.append(entry)
+        elif entry:
+            own.append(entry)
+    return own, seen[:1]
 
 
 def installed(name):
@@ -76,6 +103,11 @@ def main():
     report = {"versions": {}, "direct_urls": {}, "marker": marker(request["marker"])}
     for name in request["distributions"]:
         report["versions"][name], report["direct_urls"][name] = installed(name)
+    if request.get("every_distribution"):
+        own, adopted = path_entries(request.get("adopted"))
+        report["installed"] = every_installed(own)
+        if request.get("adopted"):
+            report["adopted"] = every_installed(adopted)
     if request["imports"]:
         report["modules"] = dict((module, imported(module)) for module in request["imports"])
         check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False,

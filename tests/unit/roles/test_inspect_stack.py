@@ -52,3 +52,40 @@ def test_only_the_profiles_own_build_of_torch_counts_as_installed(tmp_path, torc
     result = verdict(plan, {"state": report, "marker": plan["marker"]})
     assert result["exact"] is exact
     assert exact or "torch is %s, the profile pins 2.9.1+cu130" % torch in result["problems"]
+
+
+def test_a_locked_profile_gets_every_distribution_by_its_normalized_name_and_none_from_the_current_directory(tmp_path):
+    site, elsewhere = tmp_path / "site", tmp_path / "cwd"
+    install(site, "Huggingface_Hub", "0.36.0")
+    install(site, "torch", "2.11.0")
+    install(elsewhere, "planted", "1.0")
+    request = {"marker": "/nonexistent/marker.json", "distributions": ["torch"], "imports": [],
+               "every_distribution": True}
+    run = subprocess.run([sys.executable, "-S", "-c", SCRIPT.read_text(), json.dumps(request)], capture_output=True,
+                         text=True, check=True, timeout=60, cwd=str(elsewhere),
+                         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    report = json.loads(run.stdout)
+    assert report["installed"] == {"huggingface-hub": "0.36.0", "torch": "2.11.0"}
+    assert report["versions"] == {"torch": "2.11.0"}
+
+
+def test_the_adopted_site_packages_is_reported_apart_from_the_virtualenvs_own_distributions(tmp_path):
+    site, tree = tmp_path / "site", tmp_path / "tree"
+    install(site, "sglang", "0.5.17")
+    install(tree, "torch", "2.11.0+cu130")
+    install(tree, "pip", "25.2")
+    request = {"marker": "/nonexistent/marker.json", "distributions": ["torch"], "imports": [],
+               "every_distribution": True, "adopted": str(tree)}
+
+    def report(path):
+        run = subprocess.run([sys.executable, "-S", "-c", SCRIPT.read_text(), json.dumps(request)], capture_output=True,
+                             text=True, check=True, timeout=60, env={"PYTHONPATH": path, "PATH": "/usr/bin:/bin"})
+        return json.loads(run.stdout)
+
+    # As the virtualenv's .pth file appends it: after the virtualenv's own.
+    seen = report("%s:%s" % (site, tree))
+    assert seen["installed"] == {"sglang": "0.5.17"}
+    assert seen["adopted"] == {"torch": "2.11.0+cu130", "pip": "25.2"}
+    assert seen["versions"] == {"torch": "2.11.0+cu130"}
+    unseen = report(str(site))
+    assert (unseen["installed"], unseen["adopted"]) == ({"sglang": "0.5.17"}, {})

@@ -1,14 +1,20 @@
+import json
+from pathlib import Path
+
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.ml_stack import FilterModule
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
 
 FILTERS = FilterModule().filters()
 
 
 def test_the_filters_are_registered():
     assert sorted(FILTERS) == [
-        "ml_stack_decision", "ml_stack_dependencies", "ml_stack_plan", "ml_stack_prune", "ml_stack_verdict"]
+        "ml_stack_decision", "ml_stack_dependencies", "ml_stack_file_groups", "ml_stack_plan", "ml_stack_prune",
+        "ml_stack_verdict"]
 
 
 SETTINGS = {"venv_path": "/srv/ml-env", "python": "/usr/bin/python3", "wheelhouse_path": "/srv/wheels",
@@ -58,3 +64,15 @@ def test_the_whole_message_of_incomplete_input(name, args, message):
     with pytest.raises(AnsibleFilterError) as raised:
         FILTERS[name](*args)
     assert str(raised.value) == message
+
+
+def test_the_plan_filter_plans_a_locked_profile_with_its_lock():
+    root = Path(__file__).resolve().parents[4]
+    profiles = yaml.safe_load((root / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
+    lock = dict(json.loads((root / "tests" / "data" / "stack_lock" / "sglang-0.5.17-cu130.json").read_text()),
+                path="/srv/locks/sglang-0.5.17-cu130.json")
+    host = {"python": {"version": "3.12.3", "implementation": "cpython", "machine": "x86_64", "glibc": "2.39",
+                       "venv_error": None}, "owner": True, "venv_path": {"exists": False}, "parent_exists": True}
+    settings = dict(SETTINGS, venv_owner="sglang", offline=False, wheelhouse_controller_path=None)
+    plan = FILTERS["ml_stack_plan"](settings, resolve("sglang-0.5.17-cu130", profiles), host, lock)
+    assert plan["problems"] == [] and plan["lock"]["environment"] == "cp312-x86_64"

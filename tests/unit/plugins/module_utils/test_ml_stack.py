@@ -515,13 +515,13 @@ OWNED = {"exists": True, "owner": "sglang"}
 def test_an_exactly_installed_virtualenv_of_its_owner_is_left_alone():
     plan = plan_of()
     assert build_decision(plan, OWNED, dict(installed(plan), marker=plan["marker"]), "sglang") == {
-        "new": False, "build": False, "chown": False, "reasons": []}
+        "new": False, "build": False, "chown": False, "reasons": [], "remove": []}
 
 
 def test_no_virtualenv_is_built_new():
     plan = plan_of()
     assert build_decision(plan, {"exists": False, "owner": None}, {}, "sglang") == {
-        "new": True, "build": True, "chown": False, "reasons": ["there is no " + plan["venv_dir"]]}
+        "new": True, "build": True, "chown": False, "reasons": ["there is no " + plan["venv_dir"]], "remove": []}
 
 
 def test_a_virtualenv_whose_interpreter_does_not_run_is_repaired_saying_what_it_wrote():
@@ -544,7 +544,7 @@ def test_one_built_as_root_by_an_earlier_release_is_handed_to_its_owner():
     decision = build_decision(plan, {"exists": True, "owner": "root"}, dict(installed(plan), marker=plan["marker"]),
                               "sglang")
     assert decision == {"new": False, "build": True, "chown": True,
-                        "reasons": ["it belongs to root, not to ml_stack_venv_owner=sglang"]}
+                        "reasons": ["it belongs to root, not to ml_stack_venv_owner=sglang"], "remove": []}
     # Without an owner setting, whoever runs the role owns it.
     assert not build_decision(plan, {"exists": True, "owner": "root"}, dict(installed(plan), marker=plan["marker"]),
                               None)["build"]

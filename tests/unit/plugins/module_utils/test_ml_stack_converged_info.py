@@ -13,7 +13,9 @@ import yaml
 
 from ansible.plugins.filter.core import to_nice_json
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import adopt_torch as _adopt_torch
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import ml_stack as _ml_stack
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.adopt_torch import PTH_NAME, adopted
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     build_plan,
     converged_report,
@@ -28,8 +30,22 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile 
 ROOT = Path(__file__).resolve().parents[4]
 PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
 CU130 = resolve("cu130", PROFILES)
+LOCKED = resolve("sglang-0.5.17-cu130", PROFILES)
+LOCK = dict(json.loads((ROOT / "tests" / "data" / "stack_lock" / "sglang-0.5.17-cu130.json").read_text()),
+            path="/srv/locks/sglang-0.5.17-cu130.json")
+LOCKED_KERNEL_URL = ("https://github.com/sgl-project/whl/releases/download/v0.4.5/"
+                     "sglang_kernel-0.4.5-cp310-abi3-manylinux2014_x86_64.whl")
 SGL_KERNEL_CU130_WHEEL = "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl"
-SCRIPTS = {"inspect_python.py": "# inspect python", "inspect_stack.py": "# inspect stack"}
+SCRIPTS = {"inspect_python.py": "# inspect python", "inspect_stack.py": "# inspect stack",
+           "inspect_torch.py": "# inspect torch"}
+# A torch image the host has, root's: what inspect_torch.py reads of it without importing torch.
+TREE = "/opt/torch-image"
+TREE_SITE = TREE + "/lib/python3.11/site-packages"
+TREE_DISTRIBUTIONS = {"torch": "2.11.0+cu130", "triton": "3.6.0", "pip": "25.2"}
+TREE_REPORT = {"executable": TREE + "/bin/python", "python": "3.11.2", "path": TREE, "candidates": [TREE_SITE],
+               "site_packages": TREE_SITE, "distributions": TREE_DISTRIBUTIONS, "distributions_complete": True,
+               "torch_distribution": "2.11.0+cu130", "import": None}
+ROOTS = {"exists": True, "isdir": True, "islnk": False, "uid": 0, "pw_name": "root", "mode": "0755"}
 PYTHON = {"executable": "/usr/bin/python3.11", "version": "3.11.2", "implementation": "cpython", "machine": "x86_64",
           "glibc": "2.36", "venv_error": None}
 PIP_CHECK = "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.\n"
@@ -45,16 +61,24 @@ _SPEC.loader.exec_module(INSPECT_STACK)
 class Host:
     """A host laid out under tmp_path as the role leaves it, and the answers of the programs the check runs."""
 
-    def __init__(self, tmp_path, monkeypatch):
+    def __init__(self, tmp_path, monkeypatch, profile=CU130, lock=None, torch_from=None):
         self.home = tmp_path / "home"
         self.home.mkdir()
         self.settings = {
             "venv_path": str(self.home / "ml-env"), "venv_owner": "sglang", "python": "/usr/bin/python3",
             "index_url": "https://pypi.org/simple", "index_mirrors": {}, "pip_environment": {}, "offline": False,
             "wheelhouse_path": "/var/cache/blackwell-gpu-node/wheelhouse", "wheelhouse_controller_path": None,
-            "system_packages": ["libnuma1"],
+            "system_packages": ["libnuma1"], "torch_from": torch_from,
         }
-        self.profile = copy.deepcopy(CU130)
+        # The adopted tree: what its script reports, the levels root looks at, what find prints in it, and what
+        # the virtualenv sees of it through its .pth file.
+        self.tree = copy.deepcopy(TREE_REPORT)
+        self.levels = {}
+        self.find = (0, "", "")
+        self.seen = dict(TREE_DISTRIBUTIONS)
+        monkeypatch.setattr(_adopt_torch, "level_state", lambda path, user_name: self.levels.get(path, ROOTS))
+        self.profile = copy.deepcopy(profile)
+        self.lock = lock
         self.python = dict(PYTHON)
         self.dpkg = DPKG
         self.users = {"sglang": dict(OWNER)}
@@ -74,23 +98,38 @@ class Host:
                         "flashinfer": {"ok": True}, "sglang": {"ok": True}},
             "pip_check": PIP_CHECK,
         }
-        self.stack["direct_urls"]["sgl-kernel"] = "file:///srv/wheels/" + SGL_KERNEL_CU130_WHEEL
-        explanation = verdict(self.plan, {"state": self.stack, "verification": self.stack})["explanation"]
-        for name, content in (("marker", self.plan["marker_text"]), ("constraints", self.plan["constraints"]),
-                              ("pip_conf", self.plan["pip_conf"]), ("pip_check", explanation)):
-            Path(self.plan["files"][name]).write_text(content)
-            os.chmod(self.plan["files"][name], 0o644)
+        if lock is None:
+            self.stack["direct_urls"]["sgl-kernel"] = "file:///srv/wheels/" + SGL_KERNEL_CU130_WHEEL
+        else:
+            # Exactly the lock's wheels for cp311-x86_64, and what ensurepip put there; one consistent resolution.
+            self.stack["direct_urls"]["sglang-kernel"] = LOCKED_KERNEL_URL
+            self.stack["pip_check"] = "No broken requirements found.\n"
+            # Of an adopted torch, what the tree stands in for is the tree's alone.
+            self.stack["installed"] = dict(((wheel["distribution"], wheel["version"])
+                                            for wheel in self.plan["lock"]["wheels"]), pip="23.0.1",
+                                           setuptools="66.1.1")
+        explanation = verdict(self.plan, {"state": dict(self.stack, adopted=self.seen),
+                                          "verification": self.stack})["explanation"]
+        for entry in managed_files(self.plan, explanation):
+            path = os.path.join(self.plan["venv_dir"], entry["name"])
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(entry["content"])
+            os.chmod(path, 0o644)
         os.symlink(self.plan["venv_name"], self.settings["venv_path"])
 
     def plan_now(self):
         return build_plan(self.settings, self.profile, {
             "python": self.python, "owner": True, "venv_path": {"exists": True, "islnk": True}, "parent_exists": True,
-            "dpkg": self.dpkg})
+            "dpkg": self.dpkg}, self.lock, adopted(self.tree) if self.settings["torch_from"] else None)
 
     def run(self, argv):
         self.ran.append(argv)
         if argv[:2] == ["dpkg-query", "--show"]:
             return 0, self.dpkg, ""
+        if SCRIPTS["inspect_torch.py"] in argv:
+            return (0, json.dumps(self.tree), "") if isinstance(self.tree, dict) else self.tree
+        if argv[0] == "find":
+            return self.find
         if argv[-1] == SCRIPTS["inspect_python.py"]:
             return (0, json.dumps(self.python), "") if argv[0] in self.pythons else (127, "", "not found")
         request = json.loads(argv[-1])
@@ -101,13 +140,18 @@ class Host:
                   "direct_urls": dict((name, self.stack["direct_urls"].get(name)) for name in request["distributions"]),
                   "marker": INSPECT_STACK.marker(request["marker"])}
         report.update(modules=self.stack["modules"], pip_check=self.stack["pip_check"])
+        if request["every_distribution"]:
+            report["installed"] = self.stack["installed"]
+        if request.get("adopted"):
+            report["adopted"] = self.seen
         return 0, json.dumps(report), ""
 
     def user_name(self, uid):
         return next((name for name, user in self.users.items() if user["uid"] == uid), None)
 
     def check(self, activate=True, keep=None, gpus_required=True):
-        observed = observe_stack(self.settings, self.profile, SCRIPTS, self.run, self.users.get, self.user_name)
+        observed = observe_stack(self.settings, self.profile, SCRIPTS, self.run, self.users.get, self.user_name,
+                                 self.lock)
         return observed, stack_unconverged_reasons(observed, self.settings["venv_owner"], activate, keep, gpus_required)
 
     def reasons(self, **options):
@@ -136,6 +180,7 @@ def test_the_virtualenv_is_inspected_as_its_owner_in_an_empty_environment_import
                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     assert inspect[7:10] == [host.plan["venv_dir"] + "/bin/python", "-B", "-c"]
     assert json.loads(inspect[-1]) == {"distributions": list(host.plan["versions"]), "marker": host.plan["files"]["marker"],
+                                       "every_distribution": False,
                                        "imports": ["torch", "sgl_kernel", "flashinfer", "sglang"]}
 
 
@@ -449,3 +494,139 @@ def test_a_marker_swapped_for_a_fifo_or_a_huge_file_is_read_no_further_and_makes
     os.unlink(marker)
     os.symlink("/dev/zero", marker)
     assert host.reasons() == ["it is not marked complete for this profile"]
+
+
+# A locked profile: every distribution of the virtualenv against the lock.
+
+@pytest.fixture(name="locked")
+def fixture_locked(tmp_path, monkeypatch):
+    return Host(tmp_path, monkeypatch, LOCKED, LOCK)
+
+
+def test_a_virtualenv_exactly_as_its_lock_is_converged_inspected_for_every_distribution(locked):
+    assert locked.reasons() == []
+    assert json.loads(locked.ran[-1][-1])["every_distribution"] is True
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"numpy": "2.3.4"}, "numpy is 2.3.4, the lock pins 2.3.5"),
+    ({"requests": "2.32.5"}, "requests 2.32.5 is installed, and the lock has no requests"),
+    ({"setuptools": "80.9.0"}, None),
+])
+def test_one_distribution_of_a_locked_virtualenv_changed_or_added_makes_it_act_naming_it(locked, changes, reason):
+    locked.stack["installed"].update(changes)
+    # ensurepip's own setuptools is not the lock's business on a Python whose lock has none.
+    assert locked.reasons() == ([reason] if reason else [])
+
+
+def test_a_distribution_of_a_locked_virtualenv_removed_makes_it_act_naming_it(locked):
+    del locked.stack["installed"]["mpmath"]
+    assert locked.reasons() == ["mpmath is not installed (the lock pins 1.3.0)"]
+
+
+def test_the_requirements_file_of_a_locked_virtualenv_is_kept_as_the_role_writes_it(locked):
+    path = locked.plan["files"]["requirements"]
+    with open(path, "a") as handle:
+        handle.write("requests==2.32.5\n")
+    assert locked.reasons() == ["%s is not what the role writes there" % path]
+
+
+def test_another_lock_of_the_profile_is_another_virtualenv(locked):
+    locked.lock = copy.deepcopy(LOCK)
+    locked.lock["distributions"]["mpmath"]["wheels"]["mpmath-1.3.0-py3-none-any.whl"]["sha256"] = "0" * 64
+    assert locked.reasons() == ["there is no %s" % locked.plan_now()["venv_dir"]]
+
+
+# A locked profile that adopts the host's torch: the tree weighed again, cheaply, and the virtualenv on it.
+
+@pytest.fixture(name="adopting")
+def fixture_adopting(tmp_path, monkeypatch):
+    return Host(tmp_path, monkeypatch, LOCKED, LOCK, torch_from=TREE)
+
+
+def test_a_virtualenv_on_the_adopted_torch_as_the_role_leaves_it_is_converged(adopting):
+    observed, checked = adopting.check()
+    assert checked["reasons"] == []
+    assert "torch" not in adopting.stack["installed"] and "triton" not in adopting.stack["installed"]
+    assert converged_report(observed, True, checked)["versions"]["torch"] == "2.11.0+cu130"
+    # The tree's metadata, read as the virtualenv's owner in an empty environment without importing torch; root's
+    # walk of the tree; and the virtualenv asked for what it sees of the tree.
+    inspect_torch = [argv for argv in adopting.ran if SCRIPTS["inspect_torch.py"] in argv]
+    assert inspect_torch == [["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                              "/usr/bin/python3", "-I", "-S", "-B", "-c", SCRIPTS["inspect_torch.py"], TREE,
+                              "--metadata-only"]]
+    assert [argv[:3] for argv in adopting.ran if argv[0] == "find"] == [["find", "-H", TREE]]
+    assert json.loads(adopting.ran[-1][-1])["adopted"] == TREE_SITE
+
+
+def test_the_pth_file_is_a_file_the_check_compares_and_the_role_keeps(adopting):
+    observed, checked = adopting.check()
+    pth = os.path.join(adopting.plan["venv_dir"], "lib", "python3.11", "site-packages", PTH_NAME)
+    assert pth in [os.path.join(observed["plan"]["venv_dir"], entry["name"]) for entry in checked["verdict"]["files"]]
+    with open(pth, "a") as handle:
+        handle.write("/home/sglang/planted\n")
+    assert adopting.reasons() == ["%s is not what the role writes there" % pth]
+
+
+def test_a_torch_replaced_in_the_adopted_tree_is_another_virtualenv(adopting):
+    adopting.tree["torch_distribution"] = adopting.seen["torch"] = "2.11.0"
+    assert adopting.reasons() == ["there is no %s" % adopting.plan_now()["venv_dir"]]
+    assert adopting.plan_now()["venv_dir"] != adopting.plan["venv_dir"]
+
+
+def test_a_torch_of_another_release_in_the_adopted_tree_is_refused_naming_both(adopting):
+    adopting.tree["torch_distribution"] = "2.12.0+cu130"
+    reasons = adopting.reasons()
+    assert len(reasons) == 1 and ("ml_stack_torch_from=%s has torch 2.12.0+cu130, stack profile sglang-0.5.17-cu130 "
+                                  "wants torch 2.11.0" % TREE) in reasons[0]
+
+
+def test_what_the_virtualenv_sees_of_the_tree_must_be_the_tree(adopting):
+    adopting.seen = {}
+    reasons = adopting.reasons()
+    assert reasons and reasons[0].startswith("the virtualenv does not see torch 2.11.0+cu130 of the adopted tree")
+
+
+def test_a_torch_of_the_virtualenvs_own_beside_the_adopted_one_makes_it_act(adopting):
+    adopting.stack["installed"]["torch"] = "2.11.0"
+    assert adopting.reasons() == ["torch 2.11.0 is installed in the virtualenv itself, where the adopted tree's "
+                                  "(ml_stack_torch_from=%s) stands in for it" % TREE]
+
+
+def test_an_adopted_tree_another_user_could_change_makes_it_act_naming_it(adopting):
+    adopting.levels["/opt"] = dict(ROOTS, mode="0777")
+    reasons = adopting.reasons()
+    assert len(reasons) == 1 and "/opt is writable by its group or others (owner root, mode 0777)" in reasons[0]
+    adopting.levels.clear()
+    adopting.find = (0, TREE_SITE + "/torch/__init__.py\tsglang\t1000\t644\n", "")
+    reasons = adopting.reasons()
+    assert len(reasons) == 1 and "belongs to another user than root (owner sglang, uid 1000" in reasons[0]
+
+
+def test_an_adopted_tree_that_cannot_be_inspected_makes_it_act(adopting):
+    adopting.tree = (1, "", "PermissionError: [Errno 13] Permission denied: '/opt/torch-image'")
+    reasons = adopting.reasons()
+    assert len(reasons) == 1 and ("ml_stack_torch_from=/opt/torch-image could not be inspected as the service user: "
+                                  "PermissionError") in reasons[0]
+
+
+def test_adopting_without_a_lock_makes_it_act_naming_the_variable(adopting):
+    adopting.lock = None
+    reasons = adopting.reasons()
+    assert len(reasons) == 1 and "ml_stack_torch_from=/opt/torch-image adopts a torch only into a locked" in reasons[0]
+    assert not [argv for argv in adopting.ran if SCRIPTS["inspect_torch.py"] in argv]
+
+
+def test_a_path_that_names_no_tree_makes_it_act_before_anything_runs(adopting):
+    adopting.settings["torch_from"] = "opt/torch"
+    assert adopting.reasons() == ["the settings or the host do not fit the profile: ml_stack_torch_from='opt/torch' "
+                                  "is not the absolute path of a virtualenv (like /opt/torch/.venv) or of a "
+                                  "site-packages directory: name one, or set it to null to install the profile's torch"]
+    assert adopting.ran == []
+
+
+def test_the_adopted_tree_is_read_as_the_virtualenvs_owner_never_as_root(adopting):
+    adopting.users["sglang"]["uid"] = 65534
+    adopting.check()
+    inspect_torch = [argv for argv in adopting.ran if SCRIPTS["inspect_torch.py"] in argv]
+    assert inspect_torch[0][:4] == ["runuser", "-u", "nobody", "--"]

@@ -1,4 +1,5 @@
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -6,7 +7,9 @@ import yaml
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.gpu_health import assess
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.nvidia_smi import parse_query
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._node import preflight as _preflight
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight import (
+    adopted_tree,
     GIB,
     driver_branch,
     evaluate,
@@ -16,6 +19,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
     gpu_health_state,
     reboot_pending,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.adopt_torch import adopted, decide, levels
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import build_plan, profile_virtualenv
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.platform import os_id
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
@@ -30,7 +34,7 @@ FOLLOWED = dict(tensor_parallel_size=1, nnodes=1, node_rank=0, dist_init_addr=No
                 model_is_hub_id=False, venv_path=None, venv_python="/usr/bin/python3", service_user_name="sglang",
                 service_user_create=True, host="127.0.0.1", port=30000, server_name="sglang",
                 server_state_dir="/var/lib/blackwell-gpu-node", driver_install=False, driver_reboot=False,
-                fabric_manager="false")
+                fabric_manager="false", library_paths={}, venv_owner="sglang", torch_from=None)
 SETTINGS = dict((name[len("preflight_"):], value) for name, value in DEFAULTS.items())
 assert sorted(name for name, value in SETTINGS.items() if "{{" in str(value)) == sorted(FOLLOWED)
 SETTINGS.update(FOLLOWED)
@@ -96,10 +100,31 @@ def test_old_driver_branch_is_refused_for_cuda_13_but_not_for_12_8():
     gpu = dict(REFERENCE_GPU, driver_version="570.133.20")
     report = evaluate(settings(), CU130, observed(gpu=gpu))
     assert report["problems"] == [
-        "Driver 570.133.20 is older than branch 580, which CUDA 13.0 of stack profile cu130 needs: install driver "
-        "branch 580 or newer (role blackwell.gpu_node.cuda with cuda_driver_install: true) and reboot, or choose an "
-        "older stack_profile."]
+        "Driver 570.133.20 (branch 570) is older than branch 580, which CUDA 13.0 of stack profile cu130 needs "
+        "(stack_profiles.cu130.cuda.driver_branch_min=580): install driver branch 580 or newer (role "
+        "blackwell.gpu_node.cuda with cuda_driver_install: true) and reboot, or choose a stack_profile whose "
+        "cuda.driver_branch_min this driver meets."]
     assert evaluate(settings(), resolve("cu128", PROFILES), observed(gpu=gpu))["ok"] is True
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_shipped_profile_refuses_a_driver_below_its_branch_naming_it_the_branch_and_the_variable(name):
+    profile = resolve(name, PROFILES)
+    minimum = profile["cuda"]["driver_branch_min"]
+    below = dict(REFERENCE_GPU, driver_version="%d.100.01" % (minimum - 1))
+    (problem,) = [line for line in evaluate(settings(), profile, observed(gpu=below))["problems"]
+                  if line.startswith("Driver ")]
+    assert "Driver %d.100.01 (branch %d) is older than branch %d" % (minimum - 1, minimum - 1, minimum) in problem
+    assert "stack profile %s needs (stack_profiles.%s.cuda.driver_branch_min=%d)" % (name, name, minimum) in problem
+    at = dict(REFERENCE_GPU, driver_version="%d.159.04" % minimum)
+    assert "driver %d.159.04 (branch %d >= %d for CUDA %s)" % (minimum, minimum, minimum, profile["cuda"]["series"]) \
+        in evaluate(settings(), profile, observed(gpu=at))["checked"]
+
+
+def test_a_driver_version_without_a_branch_is_refused_saying_so():
+    report = evaluate(settings(), CU130, observed(gpu=dict(REFERENCE_GPU, driver_version="unknown")))
+    assert [line for line in report["problems"] if line.startswith("Driver unknown (branch unknown) is older than "
+                                                                   "branch 580")]
 
 
 def test_blackwell_on_the_proprietary_module_is_refused():
@@ -201,7 +226,7 @@ def test_hub_ids_are_not_looked_for_on_disk():
 
 PYTHON_311 = {"executable": "/usr/bin/python3", "version": "3.11.2", "implementation": "cpython",
               "machine": "x86_64", "glibc": "2.36", "venv_error": None}
-CU130_VENV = profile_virtualenv("/home/sglang/ml-env", CU130, "/usr/bin/python3", "3.11.2")
+CU130_VENV = profile_virtualenv("/home/sglang/ml-env", CU130, "/usr/bin/python3", PYTHON_311)
 
 
 def test_free_disk_for_a_new_virtualenv():
@@ -220,15 +245,81 @@ def test_free_disk_for_a_new_virtualenv():
     assert "31.0 GiB free on /home for a new virtualenv" in roomy["checked"]
 
 
-def test_the_profiles_virtualenv_is_the_one_ml_stack_builds():
-    plan = build_plan(
+LOCKED = resolve("sglang-0.5.17-cu130", PROFILES)
+LOCK = dict(json.loads((ROOT / "tests" / "data" / "stack_lock" / "sglang-0.5.17-cu130.json").read_text()),
+            path="/srv/locks/sglang-0.5.17-cu130.json")
+TREE = "/opt/torch/.venv"
+TREE_SITE = TREE + "/lib/python3.11/site-packages"
+# What inspect_torch.py reads of a torch image's virtualenv without importing torch, as preflight and the converged
+# check ask it; the role's own run of it adds what importing torch said.
+TREE_METADATA = {"executable": TREE + "/bin/python", "python": "3.11.2", "path": TREE, "candidates": [TREE_SITE],
+                 "site_packages": TREE_SITE, "distributions": {"torch": "2.11.0+cu130", "triton": "3.6.0"},
+                 "distributions_complete": True, "torch_distribution": "2.11.0+cu130", "import": None}
+TREE_IMPORTED = dict(TREE_METADATA, **{"import": {"ok": True, "version": "2.11.0+cu130", "cuda": "13.0",
+                                                  "file": TREE_SITE + "/torch/__init__.py"}})
+
+
+def ml_stack_plan(profile, lock=None, torch_from=None):
+    """The plan of the ml_stack role on the host preflight looks at; with torch_from, on the tree as the role's
+    adopt_torch.yml found it (its inspect_torch.py run, importing torch)."""
+    adoption = None
+    if torch_from is not None:
+        root = {"exists": True, "isdir": True, "islnk": False, "uid": 0, "pw_name": "root", "mode": "0755"}
+        adoption = decide(profile, torch_from, TREE_IMPORTED, [root for _level in levels(TREE_SITE)], None, "3.11.2")
+        assert adoption["ok"], adoption["problems"]
+    return build_plan(
         {"venv_path": "/home/sglang/ml-env", "venv_owner": None, "python": "/usr/bin/python3",
          "index_url": "https://pypi.org/simple", "index_mirrors": {}, "pip_environment": {}, "offline": False,
-         "wheelhouse_path": "/var/cache/w", "wheelhouse_controller_path": None, "system_packages": []},
-        CU130, {"python": PYTHON_311, "owner": True, "venv_path": {"exists": True, "islnk": True},
-                "parent_exists": True, "dpkg": ""})
+         "wheelhouse_path": "/var/cache/w", "wheelhouse_controller_path": None, "system_packages": [],
+         "torch_from": torch_from},
+        profile, {"python": PYTHON_311, "owner": True, "venv_path": {"exists": True, "islnk": True},
+                  "parent_exists": True, "dpkg": ""}, lock, adoption)
+
+
+@pytest.mark.parametrize("profile, lock, torch_from", [(CU130, None, None), (LOCKED, LOCK, None), (LOCKED, LOCK, TREE)],
+                         ids=["unlocked", "locked", "adopted"])
+def test_the_profiles_virtualenv_is_the_one_ml_stack_builds(profile, lock, torch_from):
+    plan = ml_stack_plan(profile, lock, torch_from)
     assert plan["problems"] == []
-    assert (plan["venv_name"], plan["venv_dir"]) == (CU130_VENV["name"], CU130_VENV["dir"])
+    small = {"siblings": [plan["venv_name"]], "directory": "/home/sglang", "mount": "/home", "free_bytes": 5 * GIB}
+    report = evaluate(settings(venv_path="/home/sglang/ml-env", torch_from=torch_from), profile,
+                      observed(disk=small, venv_python=PYTHON_311, lock=lock, adopted_tree=TREE_METADATA))
+    assert report["ok"] is True
+    assert "virtualenv %s of stack profile %s exists; its disk was not checked" % (
+        plan["venv_dir"], profile["name"]) in report["checked"]
+    assert _preflight.planned_virtualenv(settings(venv_path="/home/sglang/ml-env", torch_from=torch_from), profile,
+                                         PYTHON_311, lock, TREE_METADATA)["dir"] == plan["venv_dir"]
+
+
+def test_a_virtualenv_on_another_torch_or_none_counts_as_new():
+    plan = ml_stack_plan(LOCKED, LOCK, TREE)
+    small = {"siblings": [plan["venv_name"]], "directory": "/home/sglang", "mount": "/home", "free_bytes": 5 * GIB}
+    for torch_from, tree in ((None, None), (TREE, dict(TREE_METADATA, torch_distribution="2.11.0")), (TREE, None),
+                             (TREE, {"error": "Permission denied"})):
+        report = evaluate(settings(venv_path="/home/sglang/ml-env", torch_from=torch_from), LOCKED,
+                          observed(disk=small, venv_python=PYTHON_311, lock=LOCK, adopted_tree=tree))
+        assert report["problems"][0].startswith("/home has 5.0 GiB free for a new virtualenv"), (torch_from, tree)
+
+
+def test_preflight_reads_the_adopted_tree_as_ml_stack_does_without_importing_torch(monkeypatch):
+    ran = []
+
+    def run(argv):
+        ran.append(argv)
+        return 0, json.dumps(TREE_METADATA), ""
+
+    monkeypatch.setattr(_preflight, "account", lambda name: {"uid": 0} if name == "sglang" else None)
+    python = dict(PYTHON_311)
+    assert adopted_tree(settings(torch_from=TREE), "# inspect torch", python, run) == TREE_METADATA
+    assert ran == [["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "/usr/bin/python3", "-I", "-S", "-B", "-c", "# inspect torch", TREE, "--metadata-only"]]
+    assert adopted(TREE_METADATA)["site_packages"] == TREE_SITE
+    # No tree, a path that names none, no interpreter, or an owner who does not exist yet: nothing is run.
+    for changes, python in (({}, PYTHON_311), ({"torch_from": "opt/torch"}, PYTHON_311),
+                            ({"torch_from": TREE}, {"error": "not found"}),
+                            ({"torch_from": TREE, "venv_owner": "mlserve"}, PYTHON_311)):
+        assert adopted_tree(settings(**changes), "# inspect torch", python, run) is None
+    assert len(ran) == 1
 
 
 def measure_free_space(path):
@@ -247,7 +338,7 @@ def test_a_stable_path_that_exists_does_not_spare_the_disk_check_for_a_new_profi
     assert upgrade["ok"] is False
     assert "for a new virtualenv of stack profile cu130 beside %s" % stable_path in upgrade["problems"][0]
     # Once cu130's own virtualenv is there, a re-run needs no room.
-    (tmp_path / profile_virtualenv(stable_path, CU130, "/usr/bin/python3", "3.11.2")["name"]).mkdir()
+    (tmp_path / profile_virtualenv(stable_path, CU130, "/usr/bin/python3", PYTHON_311)["name"]).mkdir()
     rerun = evaluate(settings(venv_path=stable_path, venv_min_free_gib=more_than_any_disk), CU130,
                      observed(disk=measure_free_space(stable_path), venv_python=PYTHON_311))
     assert rerun["ok"] is True
@@ -411,8 +502,9 @@ def test_an_old_driver_that_the_run_replaces_is_reported_not_refused():
     report = evaluate(settings(driver_install=True), CU130, observed(gpu=gpu))
     assert report["ok"] is True
     assert report["notes"] == [
-        "Driver 570.133.20 will be replaced by branch 580, which CUDA 13.0 of stack profile cu130 needs "
-        "(cuda_driver_install: true); the server can start only after the reboot that loads it.",
+        "Driver 570.133.20 (branch 570) will be replaced by branch 580, which CUDA 13.0 of stack profile cu130 needs "
+        "(stack_profiles.cu130.cuda.driver_branch_min=580), as cuda_driver_install is true; the server can start "
+        "only after the reboot that loads it.",
         "The proprietary kernel module is loaded, which Blackwell GPUs cannot use; it will be replaced by the open "
         "one (nvidia-open, cuda_driver_install: true) and loaded by the reboot after it."]
     refused = evaluate(settings(driver_install=False), CU130, observed(gpu=gpu))
@@ -828,3 +920,72 @@ def test_an_override_that_is_not_valid_refuses_the_host_naming_the_setting_befor
     report = evaluate(settings(), CU130, observed(gpu_health=health))
     (problem,) = report["problems"]
     assert words in problem
+
+
+# The loader path of the recorded H200 host (tests/data/h200/cuda_host.txt): driver 580.159.04, and NVIDIA's
+# cuda-compat-13-0 580.95.05 installed in /usr/local/cuda-13.0/compat, there listed by no linker file.
+DRIVERS_OWN = dict(directory="/usr/lib/x86_64-linux-gnu", libcuda="580.159.04", variable=None,
+                   file="/etc/ld.so.conf.d/x86_64-linux-gnu.conf")
+COMPAT = dict(directory="/usr/local/cuda-13.0/compat", libcuda="580.95.05", variable="runtime_env_extra_env", file=None)
+H200_DRIVER = dict(REFERENCE_GPU, driver_version="580.159.04", kernel_module_version="580.159.04",
+                   kernel_module_installed_version="580.159.04")
+
+
+def test_the_drivers_own_libcuda_alone_on_the_loader_path_is_checked():
+    report = evaluate(settings(), CU130, observed(gpu=H200_DRIVER, loader=[DRIVERS_OWN]))
+    assert report["ok"] is True
+    assert "the loader path holds no libcuda but the driver's own (580.159.04)" in report["checked"]
+
+
+def test_compatibility_libraries_in_the_servers_library_path_on_a_newer_driver_are_refused():
+    report = evaluate(settings(), CU130, observed(gpu=H200_DRIVER, loader=[COMPAT, DRIVERS_OWN]))
+    assert report["problems"] == [
+        "/usr/local/cuda-13.0/compat (LD_LIBRARY_PATH of runtime_env_extra_env) holds libcuda 580.95.05, a CUDA "
+        "compatibility library, but driver 580.159.04 is new enough for CUDA 13.0.1 of stack profile cu130, which "
+        "needs 580.82.07: a process that loads that libcuda instead of the driver's own fails with CUDA error 803 "
+        "(cudaErrorSystemDriverMismatch). Compatibility libraries serve only a driver older than the CUDA release "
+        "needs: remove /usr/local/cuda-13.0/compat from LD_LIBRARY_PATH in runtime_env_extra_env."]
+
+
+def test_compatibility_libraries_in_the_linkers_configuration_on_the_driver_the_release_needs_are_refused():
+    in_conf = dict(COMPAT, variable=None, file="/etc/ld.so.conf.d/00-cuda-compat.conf")
+    gpu = dict(REFERENCE_GPU, driver_version="580.82.07")
+    (problem,) = evaluate(settings(), CU130, observed(gpu=gpu, loader=[in_conf]))["problems"]
+    assert problem.startswith("/usr/local/cuda-13.0/compat (/etc/ld.so.conf.d/00-cuda-compat.conf) holds libcuda "
+                              "580.95.05, a CUDA compatibility library, but driver 580.82.07 is new enough for CUDA "
+                              "13.0.1 of stack profile cu130, which needs 580.82.07")
+    assert problem.endswith("remove /usr/local/cuda-13.0/compat from /etc/ld.so.conf.d/00-cuda-compat.conf and run "
+                            "ldconfig, or remove the cuda-compat package that put it there.")
+
+
+def test_compatibility_libraries_for_a_driver_older_than_the_release_needs_are_accepted():
+    gpu = dict(REFERENCE_GPU, driver_version="580.65.06")
+    report = evaluate(settings(), CU130, observed(gpu=gpu, loader=[COMPAT]))
+    assert report["ok"] is True
+    assert ("CUDA compatibility libraries for driver 580.65.06, older than the 580.82.07 that CUDA 13.0.1 needs: "
+            "/usr/local/cuda-13.0/compat (LD_LIBRARY_PATH of runtime_env_extra_env) holds libcuda 580.95.05"
+            in report["checked"])
+
+
+def test_compatibility_libraries_for_a_driver_that_the_run_replaces_are_refused():
+    gpu = dict(REFERENCE_GPU, driver_version="570.133.20")
+    report = evaluate(settings(driver_install=True), CU130, observed(gpu=gpu, loader=[COMPAT]))
+    assert len(report["problems"]) == 1
+    assert ("but the driver of branch 580 that cuda_driver_install puts in its place is new enough for CUDA 13.0.1"
+            in report["problems"][0])
+    assert evaluate(settings(), CU130, observed(gpu=gpu, loader=[COMPAT]))["problems"][1:] == []
+
+
+def test_compatibility_libraries_for_a_cuda_release_of_unknown_needs_are_a_note():
+    profile = dict(CU130, cuda=dict(CU130["cuda"], version="13.9.4"))
+    report = evaluate(settings(), profile, observed(gpu=H200_DRIVER, loader=[COMPAT]))
+    assert report["ok"] is True
+    assert report["notes"] == [
+        "/usr/local/cuda-13.0/compat (LD_LIBRARY_PATH of runtime_env_extra_env) holds libcuda 580.95.05: CUDA "
+        "compatibility libraries, and the driver that CUDA 13.9.4 of stack profile cu130 needs is not known here, so "
+        "whether driver 580.159.04 needs them was not checked."]
+
+
+def test_the_loader_path_is_weighed_only_where_the_driver_lists_gpus():
+    report = evaluate(settings(gpus_required=False), CU130, observed(gpu=NO_NVIDIA_SMI, loader=[COMPAT]))
+    assert report["ok"] is True and not [line for line in report["checked"] if "libcuda" in line]

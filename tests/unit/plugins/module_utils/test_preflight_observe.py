@@ -13,6 +13,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
 
 FACTS = dict(distribution="Debian", distribution_version="12.9", architecture="x86_64", python={})
 GPU = dict(state="no_nvidia_smi", gpus=[])
+LOADER = dict(directory="/usr/lib/x86_64-linux-gnu", libcuda="580.95.05", variable=None,
+              file="/etc/ld.so.conf.d/x86_64-linux-gnu.conf")
 
 
 def settings(**changes):
@@ -89,7 +91,8 @@ def test_observe_gathers_every_input_of_evaluate(tmp_path):
     peers = [dict(host="gpu01", nnodes=1, node_rank=0, dist_init_addr=None)]
     observed = observe(settings(model_path=str(tmp_path / "model"), venv_path=str(tmp_path / "ml-env")), FACTS, GPU,
                        {"version": "3.11.2"}, "nvidia-fabricmanager-580\t580.95.05-1\tii \n", "free", "gpu01",
-                       peers, reboot_required_path=str(tmp_path / "reboot-required"), gpu_health={"verdict": "healthy"})
+                       peers, reboot_required_path=str(tmp_path / "reboot-required"), gpu_health={"verdict": "healthy"},
+                       loader=[LOADER], lock={"format": 1}, tree={"site_packages": "/opt/torch"})
     disk = observed.pop("disk")
     assert disk["directory"] == str(tmp_path) and disk["siblings"] == [] and disk["free_bytes"] > 0
     assert observed == dict(
@@ -97,13 +100,15 @@ def test_observe_gathers_every_input_of_evaluate(tmp_path):
         reboot_required=False, reboot_required_packages=[],
         model=dict(exists=True, is_dir=True, config_json=False), port_state="free", venv_python={"version": "3.11.2"},
         service_user_exists=False, fabric_packages="nvidia-fabricmanager-580\t580.95.05-1\tii \n", peers=peers,
-        gpu_health={"verdict": "healthy"})
+        gpu_health={"verdict": "healthy"}, loader=[LOADER], lock={"format": 1},
+        adopted_tree={"site_packages": "/opt/torch"})
 
 
 def test_observe_measures_no_disk_without_a_virtualenv_path(tmp_path):
     observed = observe(settings(), FACTS, GPU, {}, "", None, "gpu01", [],
                        reboot_required_path=str(tmp_path / "reboot-required"))
     assert observed["disk"] == {} and observed["port_state"] is None and observed["venv_python"] == {}
+    assert observed["loader"] is None
 
 
 def test_the_service_user_is_looked_up_only_when_the_collection_is_not_to_create_it(tmp_path):

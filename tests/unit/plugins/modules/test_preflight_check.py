@@ -18,6 +18,8 @@ TEMPLATED = dict(
     venv_python="/usr/bin/python3.12", venv_min_free_gib="30", service_user_name="sglang",
     service_user_create="True", driver_install="False", driver_reboot="False", fabric_manager="auto",
     host="127.0.0.1", port="30000", gpu_health_severity_overrides={"pcie_width_degraded": "info"},
+    library_paths={"runtime_env_extra_env": "", "sglang_server_env": "/opt/site/lib"}, venv_owner="sglang",
+    torch_from="/opt/torch/.venv",
 )
 NATIVE = dict(
     gpus_required=True, expected_gpu_family="blackwell", expected_compute_capability="12.0",
@@ -26,6 +28,8 @@ NATIVE = dict(
     venv_python="/usr/bin/python3.12", venv_min_free_gib=30, service_user_name="sglang",
     service_user_create=True, driver_install=False, driver_reboot=False, fabric_manager="auto",
     host="127.0.0.1", port=30000, gpu_health_severity_overrides={"pcie_width_degraded": "info"},
+    library_paths={"runtime_env_extra_env": "", "sglang_server_env": "/opt/site/lib"}, venv_owner="sglang",
+    torch_from="/opt/torch/.venv",
 )
 
 
@@ -87,3 +91,52 @@ def test_gpu_facts_and_the_health_share_one_nvidia_smi_q_each_command_bounded(mo
     assert run(["/missing", "-q"]) == (127, "", "/missing: No such file or directory")
     assert calls == [(["/usr/bin/nvidia-smi", "-q"], nvidia_smi.COMMAND_TIMEOUT)] + [
         (["/missing", "-q"], nvidia_smi.COMMAND_TIMEOUT)]
+
+
+def libcuda(directory, release):
+    directory.mkdir(parents=True)
+    (directory / ("libcuda.so." + release)).write_text("")
+    (directory / "libcuda.so.1").symlink_to("libcuda.so." + release)
+    return str(directory)
+
+
+def test_the_loader_path_lists_each_directory_with_a_libcuda_and_who_puts_it_there(tmp_path):
+    drivers = libcuda(tmp_path / "lib" / "x86_64-linux-gnu", "580.159.04")
+    # An older driver's file left behind is not what libcuda.so.1 names: the loader never takes it.
+    (tmp_path / "lib" / "x86_64-linux-gnu" / "libcuda.so.570.133.20").write_text("")
+    compat = libcuda(tmp_path / "cuda-13.0" / "compat", "580.95.05")
+    (tmp_path / "plain").mkdir()
+    etc = tmp_path / "etc"
+    (etc / "ld.so.conf.d").mkdir(parents=True)
+    (etc / "ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+    (etc / "ld.so.conf.d" / "x86_64-linux-gnu.conf").write_text("# Multiarch support\n%s\n%s\n" % (
+        str(tmp_path / "plain"), drivers))
+    # Debian's alternatives link some of these files; a file that is no .conf is not read by ldconfig either.
+    (tmp_path / "compat.conf").write_text(compat + "\n")
+    (etc / "ld.so.conf.d" / "00-compat.conf").symlink_to(tmp_path / "compat.conf")
+    (etc / "ld.so.conf.d" / "compat.conf.disabled").write_text(compat + "\n")
+    (etc / "ld.so.conf.d" / "broken.conf").mkdir()
+    found = preflight_check.loader_libcuda(
+        {"sglang_server_env": "relative/lib:%s:%s" % (str(tmp_path / "missing"), compat), "runtime_env_extra_env": None},
+        str(etc / "ld.so.conf"))
+    assert found == [
+        dict(directory=compat, libcuda="580.95.05", variable="sglang_server_env", file=None),
+        dict(directory=compat, libcuda="580.95.05", variable=None, file=str(etc / "ld.so.conf.d" / "00-compat.conf")),
+        dict(directory=drivers, libcuda="580.159.04", variable=None,
+             file=str(etc / "ld.so.conf.d" / "x86_64-linux-gnu.conf"))]
+
+
+def test_a_libcuda_that_names_no_release_is_no_release(tmp_path):
+    (tmp_path / "libcuda.so.1").write_text("")
+    assert preflight_check.libcuda_release(str(tmp_path)) is None
+    (tmp_path / "dangling").mkdir()
+    (tmp_path / "dangling" / "libcuda.so.1").symlink_to("libcuda.so.580.95.05")
+    assert preflight_check.libcuda_release(str(tmp_path / "dangling")) is None
+
+
+def test_a_linker_file_is_read_no_further_than_its_bound_and_without_a_linker_configuration_nothing_is_listed(tmp_path):
+    directory = libcuda(tmp_path / "compat", "580.95.05")
+    conf = tmp_path / "ld.so.conf"
+    conf.write_bytes(b"\xff\n" + directory.encode() + b"\n" + b"#" * preflight_check.LD_SO_CONF_LIMIT + b"\n/beyond\n")
+    assert preflight_check.conf_directories(str(conf)) == [(directory, str(conf))]
+    assert preflight_check.loader_libcuda({}, str(tmp_path / "absent.conf")) == []
