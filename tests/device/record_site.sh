@@ -16,16 +16,10 @@ out=${1:?usage: record_site.sh OUTPUT_DIR STACK_INDEX}
 index=$(cd "${2:?usage: record_site.sh OUTPUT_DIR STACK_INDEX}" && pwd)
 mkdir -p "$out"
 
+# shellcheck source=tests/device/record_common.sh
+. tests/device/record_common.sh
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
-{
-  echo "commit: ${GPU_NODE_COMMIT:-unknown}"
-  echo "tree digest: $(tests/device/tree_digest.sh)"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), PID 1 $(cat /proc/1/comm)"
-  echo "gpus: $gpus"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "python3: $(python3 --version 2>&1) at $(command -v python3); /usr/bin/python3: $(/usr/bin/python3 --version 2>&1)"
-  echo "python3-apt for /usr/bin/python3: $(/usr/bin/python3 -c 'import apt_pkg; print("present")' 2>/dev/null || echo absent)"
-} >"$out/site_commit.txt" 2>&1
+host_header >"$out/site_commit.txt" 2>&1
 
 # shellcheck source=tests/device/ansible_from_wheels.sh
 . tests/device/ansible_from_wheels.sh
@@ -55,17 +49,6 @@ all:
           sglang_server_env: {SGLANG_STANDIN_STEP: "0.05"}
 YAML
 failed=0
-playbook() {
-  local name=$1; shift
-  echo "\$ ansible-playbook blackwell.gpu_node.$name $*"
-  local begin=$SECONDS status
-  python3 /tmp/site/bin/ansible-playbook -i /tmp/inventory.yml "blackwell.gpu_node.$name" "$@"
-  status=$?
-  [ "$status" -eq 0 ] || failed=1
-  echo "[exit $status after $((SECONDS - begin)) s]"
-  echo
-}
-summary() { grep -E '^\$|^\[exit|PLAY RECAP|^localhost|"msg"|problem|fatal' "$1"; }
 playbook site >"$out/site.txt" 2>&1
 playbook site >/tmp/site_again.txt 2>&1
 # validate with its NCCL smoke: /opt/ml-env holds the stack index's stand-ins, not torch, so the all-reduce runs from
