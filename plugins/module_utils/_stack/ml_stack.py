@@ -60,6 +60,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.adopt_to
     skip_plan,
     torch_from_problems,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.cudnn import cudnn_check, cudnn_problem
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.lock import mirrored, normalized, wheel_file
 
 # The profile's packages under stack_profiles.<name>.python, with their distribution names, in install order
@@ -526,6 +527,7 @@ def build_plan(settings, profile, host, lock=None, adoption=None):
     main_index = mirrored(settings["index_url"], mirrors)
     wheelhouse = settings["wheelhouse_path"].rstrip("/") if offline else None
     requirements = posixpath.join(venv_dir, REQUIREMENTS)
+    cudnn = cudnn_check(profile)
     if locked is None:
         steps = _steps(main_index, packages, wheelhouse)
         indexes = []
@@ -555,15 +557,17 @@ def build_plan(settings, profile, host, lock=None, adoption=None):
         "download": None,
         "lock": locked,
         "adoption": None,
+        "cudnn": cudnn,
         "files": {
             "marker": posixpath.join(venv_dir, MARKER),
             "constraints": posixpath.join(venv_dir, CONSTRAINTS),
             "pip_conf": posixpath.join(venv_dir, "pip.conf"),
             "pip_check": posixpath.join(venv_dir, PIP_CHECK_EXPLAINED),
         },
-        # What inspect_stack.py is asked for (the role adds the imports): a locked virtualenv's every distribution.
-        "inspect": {"distributions": list(versions), "marker": posixpath.join(venv_dir, MARKER),
-                    "every_distribution": locked is not None},
+        # What inspect_stack.py is asked for (the role adds the imports): the pins, the cuDNN wheel that SGLang's
+        # check weighs, and a locked virtualenv's every distribution.
+        "inspect": {"distributions": list(versions) + ([cudnn["distribution"]] if cudnn else []),
+                    "marker": posixpath.join(venv_dir, MARKER), "every_distribution": locked is not None},
         "marker": {
             "profile": profile["name"],
             "digest": digest,
@@ -876,6 +880,15 @@ def _state_problems(plan, state):
     return problems
 
 
+def _distributions(state):
+    """{distribution: version} of every distribution the inspection found in the virtualenv: those it was asked for,
+    and of a locked one every one, an adopted tree's included."""
+    found = dict((name, version) for name, version in state.get("versions", {}).items() if version is not None)
+    for listed in (state.get("installed"), state.get("adopted")):
+        found.update(listed if isinstance(listed, dict) else {})
+    return found
+
+
 def verdict(plan, observed, gpus_required=True):
     """Compare what the host has with the plan.
 
@@ -883,8 +896,9 @@ def verdict(plan, observed, gpus_required=True):
     inspect_stack.py reports without importing), 'marker' (the virtualenv's completion marker), 'verification'
     (modules and pip_check, what it reports when importing), 'wheelhouse' (file names) and 'pip_output' (what a
     failed pip run printed). Returns exact (complete, and exactly the plan's pins, or the lock, from the plan's
-    sources), ok (no problem in what was observed), the problems, notes on what was not checked, and the pip check
-    lines that the profile causes on purpose with the text that explains them.
+    sources), ok (no problem in what was observed), the problems, notes on what was not checked and on SGLang's
+    cuDNN check that the state fails (said, not refused: the runtime_env role disables that check by default), and
+    the pip check lines that the profile causes on purpose with the text that explains them.
     """
     problems, notes = [], []
     result = {"exact": False}
@@ -929,6 +943,9 @@ def verdict(plan, observed, gpus_required=True):
         result["deliberate"] = deliberate
         result["explanation"] = pip_check_explanation(plan["profile"], deliberate)
         result["files"] = managed_files(plan, result["explanation"])
+    if "state" in observed:
+        cudnn = cudnn_problem(plan["cudnn"], _distributions(observed["state"]))
+        notes += [cudnn] if cudnn else []
     result.update(ok=not problems, problems=problems, notes=notes)
     return result
 

@@ -4,7 +4,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.cudnn import cudnn_distribution, cudnn_problem
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.cudnn import (
+    cudnn_check,
+    cudnn_distribution,
+    cudnn_problem,
+)
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.profile import resolve
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -12,13 +16,18 @@ PROFILES = yaml.safe_load((ROOT / "roles" / "stack" / "defaults" / "main.yml").r
 CU130, CU128 = resolve("cu130", PROFILES), resolve("cu128", PROFILES)
 
 
-def test_torch_2_9_1_with_the_cudnn_its_wheel_pins_is_refused_naming_the_profile_and_the_fix():
-    assert cudnn_problem(CU130, {"torch": "2.9.1+cu130", "nvidia-cudnn-cu13": "9.13.0.50"}) == (
+def test_torch_2_9_1_with_the_cudnn_its_wheel_pins_is_refused_naming_the_profile_and_both_ways_past_it():
+    assert cudnn_problem(cudnn_check(CU130), {"torch": "2.9.1+cu130", "nvidia-cudnn-cu13": "9.13.0.50"}) == (
         "torch 2.9.1+cu130 of stack profile cu130 (stack_profiles.cu130.python.torch.version) has nvidia-cudnn-cu13 "
         "9.13.0.50: SGLang refuses to serve a multimodal model on torch 2.9.1 with a cuDNN older than 9.15, where "
-        "nn.Conv3d is slow and takes excess memory (runtime_env_sglang_disable_cudnn_check: true silences the check, "
-        "not the cause). Install nvidia-cudnn-cu13 9.15 or newer into the virtualenv, or choose a stack_profile with "
-        "another torch")
+        "nn.Conv3d is slow and takes excess memory, unless SGLANG_DISABLE_CUDNN_CHECK=1 is set "
+        "(runtime_env_sglang_disable_cudnn_check: true, the runtime_env role's default, silences the check, not the "
+        "cause) or nvidia-cudnn-cu13 9.15 or newer is installed (a custom stack profile, or its lock, that has it)")
+
+
+def test_the_check_is_plain_data_naming_the_profile_its_torch_and_the_cudnn_wheel():
+    assert cudnn_check(CU128) == {"profile": "cu128", "torch": CU128["python"]["torch"]["version"],
+                                  "distribution": "nvidia-cudnn-cu12"}
 
 
 @pytest.mark.parametrize("profile, installed, refused", [
@@ -34,16 +43,17 @@ def test_torch_2_9_1_with_the_cudnn_its_wheel_pins_is_refused_naming_the_profile
     (CU128, {}, True),
 ])
 def test_cudnn_9_15_or_newer_of_the_torchs_cuda_passes_by_itself(profile, installed, refused):
-    assert (cudnn_problem(profile, installed) is not None) is refused
+    assert (cudnn_problem(cudnn_check(profile), installed) is not None) is refused
 
 
 def test_a_missing_cudnn_wheel_is_named():
-    assert "has no nvidia-cudnn-cu12: SGLang refuses" in cudnn_problem(CU128, {"torch": "2.9.1"})
+    assert "has no nvidia-cudnn-cu12: SGLang refuses" in cudnn_problem(cudnn_check(CU128), {"torch": "2.9.1"})
 
 
 @pytest.mark.parametrize("name", ["sglang-0.5.17-cu130", "sglang-0.5.23-cu130"])
 def test_other_torch_releases_are_not_checked(name):
-    assert cudnn_problem(resolve(name, PROFILES), {"nvidia-cudnn-cu13": "9.13.0.50"}) is None
+    assert cudnn_check(resolve(name, PROFILES)) is None
+    assert cudnn_problem(None, {"nvidia-cudnn-cu13": "9.13.0.50"}) is None
 
 
 def test_the_cudnn_wheel_follows_the_cuda_torch_was_built_for():

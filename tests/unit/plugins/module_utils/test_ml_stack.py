@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.cudnn import cudnn_check, cudnn_problem
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     build_decision,
     PIP_OPTIONS,
@@ -595,6 +596,31 @@ def test_an_unexplained_pip_check_line_fails_verification():
     result = verdict(plan, {"verification": observed})
     assert result["problems"] == [
         "pip check reports problems the profile does not explain: xgrammar 0.1.27 requires ninja, which is not installed."]
+
+
+# SGLang's cuDNN check on torch 2.9.1: said, never refused (the runtime_env role disables it by default).
+
+def test_the_inspection_of_a_profile_on_torch_2_9_1_asks_for_the_cudnn_wheel_of_its_cuda():
+    plan = plan_of()
+    assert plan["inspect"]["distributions"] == list(plan["versions"]) + ["nvidia-cudnn-cu13"]
+    assert plan_of(CU128)["inspect"]["distributions"] == list(plan_of(CU128)["versions"]) + ["nvidia-cudnn-cu12"]
+
+
+@pytest.mark.parametrize("cudnn, noted", [("9.13.0.50", True), (None, True), ("9.15.0.57", False)])
+def test_verification_notes_a_cudnn_that_sglang_refuses_on_torch_2_9_1_without_failing(cudnn, noted):
+    plan = plan_of()
+    found = {"nvidia-cudnn-cu13": cudnn}
+    result = verdict(plan, {"state": installed(plan, versions=found), "verification": verification()})
+    assert (result["ok"], result["problems"]) == (True, [])
+    assert result["notes"] == ([cudnn_problem(cudnn_check(CU130), found)] if noted else [])
+
+
+@pytest.mark.parametrize("listed", ["installed", "adopted"])
+def test_the_cudnn_wheel_is_read_from_every_distribution_of_a_locked_or_adopted_virtualenv(listed):
+    plan = plan_of()
+    state = dict(installed(plan), **{listed: {"nvidia_cudnn_cu13": "9.15.0.57"}})
+    assert verdict(plan, {"state": state})["notes"] == []
+    assert verdict(plan, {"state": installed(plan)})["notes"] == [cudnn_problem(cudnn_check(CU130), {})]
 
 
 def test_a_wheelhouse_lacking_wheels_is_a_problem_naming_the_variable():

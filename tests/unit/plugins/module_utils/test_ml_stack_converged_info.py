@@ -16,6 +16,7 @@ from ansible.plugins.filter.core import to_nice_json
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import adopt_torch as _adopt_torch
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import ml_stack as _ml_stack
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.adopt_torch import PTH_NAME, adopted
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.cudnn import cudnn_check, cudnn_problem
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (
     build_plan,
     converged_report,
@@ -51,6 +52,9 @@ PYTHON = {"executable": "/usr/bin/python3.11", "version": "3.11.2", "implementat
 PIP_CHECK = "sglang 0.5.9 has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.4.\n"
 DPKG = "ii  libnuma1\nii  python3-apt\n"
 OWNER = {"uid": os.getuid(), "gid": os.getgid()}
+# torch 2.9.1+cu130 requires the cuDNN it was built with, older than SGLang's check accepts.
+CU130_CUDNN = "9.13.0.50"
+CU130_CUDNN_NOTE = cudnn_problem(cudnn_check(CU130), {"nvidia-cudnn-cu13": CU130_CUDNN})
 # The role's own script reads the marker: its reader, loaded without running it.
 _SPEC = importlib.util.spec_from_file_location(
     "inspect_stack", str(Path(__file__).resolve().parents[4] / "roles" / "ml_stack" / "files" / "inspect_stack.py"))
@@ -61,7 +65,8 @@ _SPEC.loader.exec_module(INSPECT_STACK)
 class Host:
     """A host laid out under tmp_path as the role leaves it, and the answers of the programs the check runs."""
 
-    def __init__(self, tmp_path, monkeypatch, profile=CU130, lock=None, torch_from=None):
+    def __init__(self, tmp_path, monkeypatch, profile=None, lock=None, torch_from=None):
+        profile = CU130 if profile is None else profile
         self.home = tmp_path / "home"
         self.home.mkdir()
         self.settings = {
@@ -100,6 +105,7 @@ class Host:
         }
         if lock is None:
             self.stack["direct_urls"]["sgl-kernel"] = "file:///srv/wheels/" + SGL_KERNEL_CU130_WHEEL
+            self.stack["versions"]["nvidia-cudnn-cu13"] = CU130_CUDNN
         else:
             # Exactly the lock's wheels for cp311-x86_64, and what ensurepip put there; one consistent resolution.
             self.stack["direct_urls"]["sglang-kernel"] = LOCKED_KERNEL_URL
@@ -169,7 +175,13 @@ def test_a_host_as_the_role_leaves_it_is_converged_and_reported_as_activate_yml_
     assert converged_report(observed, True, checked) == {
         "venv_path": host.settings["venv_path"], "venv_dir": host.plan["venv_dir"], "profile": "cu130",
         "built": False, "active": True, "build_reasons": [], "repaired": [], "versions": host.plan["versions"],
-        "torch_cuda": "13.0", "deliberate_pip_check": [PIP_CHECK.strip()], "notes": []}
+        "torch_cuda": "13.0", "deliberate_pip_check": [PIP_CHECK.strip()], "notes": [CU130_CUDNN_NOTE]}
+
+
+def test_a_converged_cu130_with_cudnn_9_15_has_nothing_to_note(host):
+    host.stack["versions"]["nvidia-cudnn-cu13"] = "9.15.0.57"
+    observed, checked = host.check()
+    assert (checked["reasons"], converged_report(observed, True, checked)["notes"]) == ([], [])
 
 
 def test_the_virtualenv_is_inspected_as_its_owner_in_an_empty_environment_importing_everything(host):
@@ -179,7 +191,8 @@ def test_the_virtualenv_is_inspected_as_its_owner_in_an_empty_environment_import
     assert inspect[:7] == ["runuser", "-u", "nobody", "--", "env", "-i",
                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     assert inspect[7:10] == [host.plan["venv_dir"] + "/bin/python", "-B", "-c"]
-    assert json.loads(inspect[-1]) == {"distributions": list(host.plan["versions"]), "marker": host.plan["files"]["marker"],
+    assert json.loads(inspect[-1]) == {"distributions": list(host.plan["versions"]) + ["nvidia-cudnn-cu13"],
+                                       "marker": host.plan["files"]["marker"],
                                        "every_distribution": False,
                                        "imports": ["torch", "sgl_kernel", "flashinfer", "sglang"]}
 
@@ -505,6 +518,9 @@ def fixture_locked(tmp_path, monkeypatch):
 
 def test_a_virtualenv_exactly_as_its_lock_is_converged_inspected_for_every_distribution(locked):
     assert locked.reasons() == []
+    # Its torch is 2.11, which SGLang's cuDNN check leaves alone: the lock has no cuDNN wheel to note.
+    observed, checked = locked.check()
+    assert converged_report(observed, True, checked)["notes"] == []
     assert json.loads(locked.ran[-1][-1])["every_distribution"] is True
 
 

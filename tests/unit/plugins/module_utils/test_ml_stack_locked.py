@@ -42,7 +42,8 @@ HOST = {
 WHEELS = wheels_for(LOCK, "cp311-x86_64")
 
 
-def plan_of(lock=LOCK, python=None, **settings):
+def plan_of(lock=..., python=None, **settings):
+    lock = LOCK if lock is ... else lock
     host = copy.deepcopy(HOST)
     host["python"].update(python or {})
     return build_plan(dict(SETTINGS, **settings), PROFILE, host, lock)
@@ -165,6 +166,12 @@ def test_a_lock_that_does_not_fit_the_profile_is_a_problem_naming_it():
     assert plan_of(lock)["problems"] == [
         "the lock %s of stack profile sglang-0.5.17-cu130 cannot be used (it has torch 2.10.0, the profile pins "
         "2.11.0); make it anew with make stack-lock (hacking/stack_lock.py)" % PATH]
+
+
+def test_a_locked_profile_on_torch_2_11_has_no_cudnn_check_whatever_cudnn_it_holds():
+    plan = plan_of()
+    assert plan["cudnn"] is None
+    assert verdict(plan, {"state": state(**{"nvidia-cudnn-cu13": "9.13.0.50"})})["notes"] == []
 
 
 def test_the_inspection_lists_every_distribution_of_a_locked_virtualenv():
