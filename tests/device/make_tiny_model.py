@@ -84,8 +84,8 @@ def write_model(out, size, vocab_size, seed, device):
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(seed)
     config = LlamaConfig(**model_config(size, vocab_size))
-    with torch.device(device):
-        model = LlamaForCausalLM(config)
+    torch.set_default_device(device)
+    model = LlamaForCausalLM(config)
     model = model.to(torch.bfloat16)
     # Random weights pick special tokens as often as words; a greedy generate that began with </s> would end with
     # no text, and validate fails a server that brings back none. With their output rows zero, their logit is 0,

@@ -110,12 +110,12 @@ BUILD = "Build or repair the profile's virtualenv; a new one that fails is remov
 PIN_BEFORE_PIP = "Ensure every pip run in the virtualenv honours the profile's pins (constraints file, pip.conf)"
 
 
-def venv_files(path, name, block=None, variables=ML_STACK):
+def venv_files(path, name, block=None, variables=None):
     """What a venv_files task of the ml_stack role (in the block named block) is given for each item of its loop,
     rendered with the role's vars, the task's own and the item: [{path, files, clear_group_other_write}]."""
     tasks = task_file("ml_stack/tasks/" + path)
     task = named(named(tasks, block)["block"] if block else tasks, name)
-    variables = dict(variables, **trusted(task.get("vars", {})))
+    variables = dict(ML_STACK if variables is None else variables, **trusted(task.get("vars", {})))
     # The collection's filter, which this Templar does not load, applied to what the loop gives it.
     grouped = re.fullmatch(r"\{\{ (.+) \| blackwell\.gpu_node\.ml_stack_file_groups \}\}", task["loop"])
     given = []

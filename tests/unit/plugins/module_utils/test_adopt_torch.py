@@ -51,7 +51,8 @@ def stats(path=SITE, **special):
     return [special.get(level, root_dir()) for level in levels(path)]
 
 
-def adopt(profile=SGLANG_0_5_17, torch_from=VENV, inspected=None, seen=None, inside=None, python="3.12.3"):
+def adopt(profile=None, torch_from=VENV, inspected=None, seen=None, inside=None, python="3.12.3"):
+    profile = SGLANG_0_5_17 if profile is None else profile
     inspected = report() if inspected is None else inspected
     return decide(profile, torch_from, inspected, stats(looked_at(torch_from, inspected)) if seen is None else seen,
                   inside, python)

@@ -52,7 +52,8 @@ def adoption(site_packages=SITE, torch="2.11.0+cu130", distributions=None):
             "distributions": distributions}
 
 
-def plan_of(adopted=None, lock=LOCK, **settings):
+def plan_of(adopted=None, lock=..., **settings):
+    lock = LOCK if lock is ... else lock
     return build_plan(dict(SETTINGS, **settings), PROFILE, copy.deepcopy(HOST), lock,
                       adoption() if adopted is None else adopted)
 

@@ -191,7 +191,8 @@ def test_the_digest_tells_command_lines_apart():
     assert "/srv/models" not in capacity.command_digest(ARGV)
 
 
-def recorded_launch(instance, pid=4242, holders=(), argv=ARGV, offset=0):
+def recorded_launch(instance, pid=4242, holders=(), argv=None, offset=0):
+    argv = ARGV if argv is None else argv
     state = dict(pid=pid, start_time=pid * 10, offset=offset, log_path="/l", started_at=1.0, boot_id="b",
                  argv_digest=capacity.command_digest(argv), gpu_holders=list(holders))
     instance.record_launch(state)
