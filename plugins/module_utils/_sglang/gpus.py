@@ -90,12 +90,13 @@ def _server_visible_devices(params, inherited):
 def tensor_parallel_problems(params, gpus, inherited):
     """[why the server's ranks cannot each have a GPU on this host], naming tensor_parallel_size, the GPUs the server
     would see and CUDA_VISIBLE_DEVICES; [] when they can, or when that cannot be told (gpus None, nvidia-smi missing
-    or failing; a MIG device in CUDA_VISIBLE_DEVICES), SGLang judging it then.
+    or failing; a MIG device in CUDA_VISIBLE_DEVICES), SGLang judging it then. A host where nvidia-smi finds no GPU at
+    all is preflight's to refuse (preflight_expected_gpu_count) and SGLang's to report: the count is about ranks.
 
     params: the sglang_server module's options (tensor_parallel_size, nnodes, env, secret_env, manager); gpus: the
     host's GPUs as the gpu facts list them; inherited: the module's own environment."""
     tensor_parallel_size, nnodes = params["tensor_parallel_size"], params["nnodes"]
-    if gpus is None or tensor_parallel_size < 1 or nnodes < 1:
+    if not gpus or tensor_parallel_size < 1 or nnodes < 1:
         return []
     value, where = _server_visible_devices(params, inherited)
     visible = visible_gpus(gpus, value)
@@ -103,9 +104,7 @@ def tensor_parallel_problems(params, gpus, inherited):
     if fits(needed, visible):
         return []
     shown = "GPU(s) %s" % ", ".join(visible) if visible else "none"
-    if not gpus:
-        seen = "nvidia-smi lists no GPU on this host"
-    elif value is None:
+    if value is None:
         seen = "%s of the host's %d, as nvidia-smi lists them; %s is unset" % (shown, len(gpus), VISIBLE_DEVICES)
     else:
         seen = "%s of the host's %d, as %s=%r in %s leaves visible" % (shown, len(gpus), VISIBLE_DEVICES, value, where)
