@@ -69,6 +69,7 @@ def test_an_accepted_host_costs_three_tasks_and_says_what_was_checked(run_role, 
     ran = [name for name in tasks if not name.startswith("Validating arguments against arg spec")]
     assert ran == ["Refuse an ansible-core older than the collection supports",
                    "Ensure the chosen stack profile is known and complete",
+                   "Remember that the chosen stack profile has no lock",
                    PUBLISH, CHECK, REPORT, "Show the facts the later roles read"]
     assert not any(task.get("changed") for task in tasks.values())
     said = tasks[REPORT]["msg"]
