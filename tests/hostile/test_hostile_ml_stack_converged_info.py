@@ -20,7 +20,11 @@ except ImportError:  # the layout before module_utils had packages by domain
     from ansible_collections.blackwell.gpu_node.plugins.module_utils._ml_stack import profile_virtualenv
 with open(sys.argv[1]) as handle:
     profile = resolve("cu130", yaml.safe_load(handle)["stack_profiles"])
-print(json.dumps({"profile": profile, "venv": profile_virtualenv(sys.argv[2], profile, sys.argv[3], sys.argv[4])}))
+try:
+    venv = profile_virtualenv(sys.argv[2], profile, sys.argv[3], {"version": sys.argv[4]})
+except (AttributeError, TypeError):  # releases whose profile_virtualenv took the interpreter's version as text
+    venv = profile_virtualenv(sys.argv[2], profile, sys.argv[3], sys.argv[4])
+print(json.dumps({"profile": profile, "venv": venv}))
 """
 SYSTEM_PYTHON_VERSION = subprocess.run([hostile_harness.SYSTEM_PYTHON, "-c", "import platform; "
                                         "print(platform.python_version())"], capture_output=True, text=True,

@@ -86,8 +86,8 @@ def test_a_stopped_servers_secrets_stay_masked_from_the_launch_history_alone(ser
     assert any(line.endswith("] environment: HF_TOKEN=********") for line in found["log"]["last_lines"])
     shown = json.dumps(found)
     assert hub_token not in shown and server["api_key"] not in shown
-    assert sorted(found["launch"]) == ["back", "boot_id", "end", "log_path", "offset", "pid", "start_time",
-                                       "started_at"]
+    assert sorted(found["launch"]) == ["argv_digest", "back", "boot_id", "end", "log_path", "offset", "pid",
+                                       "start_time", "started_at"]
 
 
 def test_a_server_whose_scheduler_died_answers_health_but_does_not_serve(server):
