@@ -20,11 +20,31 @@ Each virtualenv is then checked: every distribution's version (against pip's bui
 (only the lines the profile causes on purpose), torch's version and CUDA, and the guard: a later
 `pip install torch==2.8.0` there must fail on the constraints that the virtualenv's pip.conf names. uv reads no
 pip.conf, so a later `uv pip install` there is tried too, and the table says whether the constraints stopped it.
+
+    make bench-installer BENCH_INSTALLER_ARGS='--lock sglang-0.5.17-cu130'
+
+measures a locked profile instead (roles/stack/files/locks), installed as the role installs a lock: one
+`pip install --require-hashes --no-deps -r FILE` of the lock's wheels for this interpreter's environment
+(cp311-x86_64), against `uv pip install` of the same file. Five installs, each into a new virtualenv with an empty
+cache: pip and uv from the index, then the wheelhouse downloaded once with the role's own `pip download` of the
+lock's files (each refused unless its sha256 is the lock's, and the folder then checked to hold exactly the lock's
+files with those hashes), pip and uv from it, and uv once more with --compile-bytecode (pip compiles every module to
+byte code; uv does not unless asked). Each is timed (wall and the CPU seconds of its processes), `pip check` run,
+its distributions compared with the lock, and every file that each distribution's RECORD lists hashed; each
+virtualenv is then compared with pip's from the index file by file, and the differences sorted into what
+installers write differently on purpose (their own dist-info files, byte code, the entry-point scripts they
+generate, the interpreter line of a wheel's scripts), a file that several wheels ship (the one installed last
+wins, in whatever order the installer took), and the wheels' own files, which should not differ.
 """
 
 import argparse
+import configparser
+import csv
+import email.parser
+import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -37,11 +57,14 @@ import yaml
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT / ".build" / "collections"))
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import lock as stack_lock  # noqa: E402
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import profile as stack_profile  # noqa: E402
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.ml_stack import (  # noqa: E402
     PIP_OPTIONS,
     build_plan,
     classify_pip_check,
     dependencies,
+    profile_versions,
 )
 
 UV_VERSION = "0.13.9"
@@ -52,6 +75,16 @@ REQUIREMENTS_OF = CHECKOUT / "roles" / "ml_stack" / "files" / "requirements_of.p
 OTHER_TORCH = "torch==2.8.0"
 # A build of the real stack takes minutes; an installer that hangs is stopped.
 STEP_TIMEOUT_S = 3600
+# What an installer writes into a dist-info about the install itself, from no file of the wheel: each writes its own
+# (uv_cache.json is uv's note of the cache entry it installed from).
+INSTALLER_FILES = ("INSTALLER", "RECORD", "REQUESTED", "direct_url.json", "uv_cache.json")
+# The kinds of difference between two virtualenvs of the same wheels, in the order they are reported. All but the
+# last two are the installers' own doing; a file that several wheels ship is the last installed one's, and which
+# one that is depends on the installer's order.
+KINDS = ("installer metadata", "byte code", "entry-point scripts", "script interpreter lines", "files several wheels ship",
+         "package files")
+# The largest file read whole when its interpreter line is set aside: a wheel's scripts are small.
+SCRIPT_BYTES = 1 << 20
 
 
 def profile():
@@ -69,12 +102,13 @@ def host_python():
     return json.loads(out.stdout)
 
 
-def plan(work, offline):
+def plan(work, offline, stack, lock=None):
+    """The ml_stack role's plan for the stack profile on this machine, from the index or (offline) a wheelhouse."""
     settings = dict(venv_path=str(work / "ml-env"), venv_owner=None, python=PYTHON, index_url=INDEX, index_mirrors={},
                     pip_environment={}, offline=offline, wheelhouse_path=str(work / "wheelhouse"),
                     wheelhouse_controller_path=str(work / "controller") if offline else None, system_packages=[])
     host = {"python": host_python(), "owner": True, "venv_path": {}, "parent_exists": True, "dpkg": ""}
-    result = build_plan(settings, profile(), host)
+    result = build_plan(settings, stack, host, lock)
     if result["problems"]:
         sys.exit("the ml_stack plan has problems: %s" % result["problems"])
     return result
@@ -193,27 +227,306 @@ def measure(installer, uv, the_plan, work, reference):
     return found
 
 
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def script_body_sha256(path):
+    """The sha256 of a script after its #! line (the interpreter, which each installer writes), or None for a
+    file without one."""
+    if os.path.getsize(path) > SCRIPT_BYTES:
+        return None
+    with open(path, "rb") as handle:
+        content = handle.read(SCRIPT_BYTES)
+    if not content.startswith(b"#!"):
+        return None
+    return hashlib.sha256(content.partition(b"\n")[2]).hexdigest()
+
+
+def entry_points(info):
+    """The console and GUI script names that a dist-info's entry_points.txt declares: the installer writes those."""
+    path = info / "entry_points.txt"
+    if not path.is_file():
+        return set()
+    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+    parser.optionxform = str
+    parser.read_string(path.read_text())
+    return set(name for section in ("console_scripts", "gui_scripts") if parser.has_section(section)
+               for name in parser.options(section))
+
+
+def manifest(venv):
+    """Every file that a RECORD in the virtualenv lists, by its path relative to the virtualenv ({"distributions"
+    (each whose RECORD lists it), "sha256" (None where the file is absent), "body" (a bin/ script's sha256 after
+    its #! line, or None), "entry_point"}), and {distribution: version} from each dist-info's METADATA."""
+    files, versions = {}, {}
+    for site in sorted(venv.glob("lib/python3*/site-packages")):
+        for info in sorted(site.glob("*.dist-info")):
+            metadata = email.parser.HeaderParser().parsestr((info / "METADATA").read_text(errors="replace"))
+            name = stack_lock.normalized(metadata["Name"])
+            versions[name] = metadata["Version"]
+            scripts = entry_points(info)
+            with open(info / "RECORD", newline="") as record:
+                rows = [row for row in csv.reader(record) if row]
+            for row in rows:
+                path = os.path.normpath(os.path.join(str(site), row[0]))
+                relative = os.path.relpath(path, str(venv))
+                in_bin = relative.startswith("bin" + os.sep)
+                generated = in_bin and os.path.basename(relative) in scripts
+                if relative in files:
+                    files[relative]["distributions"] = sorted(set(files[relative]["distributions"] + [name]))
+                    files[relative]["entry_point"] = files[relative]["entry_point"] or generated
+                    continue
+                present = os.path.isfile(path)
+                files[relative] = {
+                    "distributions": [name],
+                    "sha256": file_sha256(path) if present else None,
+                    "body": script_body_sha256(path) if present and in_bin else None,
+                    "entry_point": generated,
+                }
+    return files, versions
+
+
+def kind(path, ours, theirs):
+    """Which of KINDS a path that differs between two virtualenvs is (ours, theirs: its manifest entries, None
+    where a virtualenv has no such file)."""
+    head, name = os.path.split(path)
+    if head.endswith(".dist-info") and name in INSTALLER_FILES:
+        return KINDS[0]
+    if path.endswith(".pyc"):
+        return KINDS[1]
+    if any(entry is not None and entry["entry_point"] for entry in (ours, theirs)):
+        return KINDS[2]
+    if ours is not None and theirs is not None and ours["body"] is not None and ours["body"] == theirs["body"]:
+        return KINDS[3]
+    if any(entry is not None and len(entry["distributions"]) > 1 for entry in (ours, theirs)):
+        return KINDS[4]
+    return KINDS[5]
+
+
+def compare_files(reference, other):
+    """The paths whose files differ between two manifests, sorted: [(path, kind, how)], how being "content", or
+    "only in the reference" / "only in the other" for a file that one RECORD lists and the other does not."""
+    differences = []
+    for path in sorted(set(reference) | set(other)):
+        ours, theirs = reference.get(path), other.get(path)
+        if ours is None:
+            how = "only in the other"
+        elif theirs is None:
+            how = "only in the reference"
+        elif ours["sha256"] != theirs["sha256"]:
+            how = "content"
+        else:
+            continue
+        differences.append((path, kind(path, ours, theirs), how))
+    return differences
+
+
+def shared_files(files):
+    """[(path, [distribution, ...])] of each file of a manifest that more than one distribution's RECORD lists."""
+    return sorted((path, found["distributions"]) for path, found in files.items() if len(found["distributions"]) > 1)
+
+
+def count_kinds(differences):
+    """{kind: count} of compare_files' differences, every kind present, in KINDS' order."""
+    counts = dict((each, 0) for each in KINDS)
+    for difference in differences:
+        counts[difference[1]] += 1
+    return counts
+
+
+def wheelhouse_problems(folder, wheels):
+    """What makes a downloaded wheelhouse other than exactly the lock's wheels (lock.wheels_for's list), each with
+    the lock's sha256."""
+    expected = dict((wheel["wheel"], wheel["sha256"]) for wheel in wheels)
+    found = sorted(os.listdir(str(folder)))
+    problems = ["%s is not one of the lock's wheels" % name for name in found if name not in expected]
+    problems += ["%s is missing" % name for name in sorted(expected) if name not in found]
+    problems += ["%s has sha256 %s, the lock says %s" % (name, digest, expected[name]) for name, digest in
+                 ((name, file_sha256(Path(folder) / name)) for name in found if name in expected)
+                 if digest != expected[name]]
+    return problems
+
+
+def lock_plan(work, name, offline):
+    """The role's plan for the locked profile name, its lock read and checked as the stack role does."""
+    profiles = yaml.safe_load((CHECKOUT / "roles" / "stack" / "defaults" / "main.yml").read_text())["stack_profiles"]
+    stack = stack_profile.resolve(name, profiles)
+    if stack["python"]["lock"] is None:
+        sys.exit("stack profile %s has no lock (python.lock); name a locked profile" % name)
+    path = CHECKOUT / "roles" / "stack" / "files" / "locks" / stack["python"]["lock"]
+    try:
+        lock = stack_lock.read(path.read_text() if path.is_file() else None, str(path), stack, profile_versions(stack))
+    except stack_lock.LockError as exc:
+        sys.exit(str(exc))
+    return plan(work, offline, stack, lock)
+
+
+def timed(argv, env):
+    """Run argv; (wall seconds, CPU seconds of it and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    run(argv, env)
+    seconds = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def measure_locked(installer, uv, the_plan, work, extra=()):
+    """Install the lock into a new virtualenv with an empty cache, as the role does with pip; what it holds. Every
+    install goes to the same path, so that the scripts' interpreter lines can be the same."""
+    venv, cache = work / "venv-locked", work / ("cache-" + installer)
+    for path in (venv, cache):
+        shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True)
+    constraints = venv / "ml-stack-constraints.txt"
+    constraints.write_text(the_plan["constraints"])
+    requirements = Path(the_plan["files"]["requirements"])
+    requirements.parent.mkdir(parents=True, exist_ok=True)
+    requirements.write_text(the_plan["requirements"])
+    argv = installer_argv(installer, uv, venv, str(constraints), the_plan["install"]["lock"]) + list(extra)
+    seconds, cpu = timed(argv, environment(cache))
+    shutil.rmtree(cache, ignore_errors=True)
+    files, versions = manifest(venv)
+    # The lock's files only: pip and setuptools, which `python -m venv` bootstraps, are each virtualenv's own.
+    locked = set(wheel["distribution"] for wheel in the_plan["lock"]["wheels"])
+    files = dict((path, found) for path, found in files.items() if set(found["distributions"]) & locked)
+    python = str(venv / "bin" / "python")
+    env = environment(work / "cache-inspect")
+    check = run([python, "-m", "pip", "check"], env, check=False)
+    deliberate, unexpected = classify_pip_check(check.stdout, the_plan["versions"])
+    size = int(run(["du", "-sm", str(venv)], env).stdout.split()[0])
+    shutil.rmtree(venv, ignore_errors=True)
+    return {"seconds": seconds, "cpu": cpu, "files": files, "versions": versions, "size_mb": size,
+            "pip_check": not unexpected, "pip_check_output": check.stdout.strip(), "pip_check_deliberate": len(deliberate),
+            "against_lock": stack_lock.describe(stack_lock.compare(versions, the_plan["lock"]["wheels"]))}
+
+
+def download_locked_wheelhouse(the_plan, work):
+    """The role's controller download of a locked profile (one pip download of the lock's wheels by their hashes),
+    checked to hold exactly the lock's files; its seconds."""
+    download = the_plan["download"]
+    shutil.rmtree(download["partial"], ignore_errors=True)
+    Path(download["requirements"]["path"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(download["requirements"]["path"]).write_text(download["requirements"]["content"])
+    cache = work / "cache-download"
+    started = time.monotonic()
+    for step in download["steps"]:
+        run([sys.executable, "-m", "pip"] + step, environment(cache))
+    seconds = time.monotonic() - started
+    shutil.rmtree(cache, ignore_errors=True)
+    problems = wheelhouse_problems(download["partial"], the_plan["lock"]["wheels"])
+    if problems:
+        sys.exit("the wheelhouse is not the lock's wheels:\n- " + "\n- ".join(problems))
+    shutil.rmtree(work / "wheelhouse", ignore_errors=True)
+    os.rename(download["partial"], work / "wheelhouse")
+    return seconds
+
+
+def measure_lock(name, work):
+    uv = install_uv(work)
+    online, offline = lock_plan(work, name, False), lock_plan(work, name, True)
+    results = {}
+    results["pip, index"] = measure_locked("pip", uv, online, work)
+    results["uv, index"] = measure_locked("uv", uv, online, work)
+    download_seconds = download_locked_wheelhouse(offline, work)
+    wheelhouse_mb = int(run(["du", "-sm", str(work / "wheelhouse")], environment(work / "cache-du")).stdout.split()[0])
+    results["pip, wheelhouse"] = measure_locked("pip", uv, offline, work)
+    results["uv, wheelhouse"] = measure_locked("uv", uv, offline, work)
+    results["uv, wheelhouse, byte code"] = measure_locked("uv", uv, offline, work, ["--compile-bytecode"])
+    return name, online, results, download_seconds, wheelhouse_mb
+
+
+def show(differences):
+    for path, what, how in differences:
+        print("    %-24s %-21s %s" % (what, how, path))
+
+
+def report_lock(name, the_plan, results, download_seconds, wheelhouse_mb):
+    reference = results["pip, index"]
+    locked = the_plan["lock"]
+    print("The lock of stack profile %s: %d wheels for %s (%d MB), one install each into a new virtualenv with an "
+          "empty cache, on this machine (%d cores); uv %s"
+          % (name, len(locked["wheels"]), locked["environment"], wheelhouse_mb, os.cpu_count(), UV_VERSION))
+    columns = ("", "wall s", "vs pip", "CPU s", "vs pip", "the lock", "pip check", "MB")
+    print("%-26s %8s %7s %8s %7s %9s %10s %8s" % columns)
+    for label, found in results.items():
+        base = results["pip, " + label.split(", ")[1]]
+        print("%-26s %8.1f %6.2fx %8.1f %6.2fx %9s %10s %8d" % (
+            label, found["seconds"], found["seconds"] / base["seconds"], found["cpu"], found["cpu"] / base["cpu"],
+            "exact" if not found["against_lock"] else "DIFFERS", "ok" if found["pip_check"] else "FAILS",
+            found["size_mb"]))
+    print("wheelhouse download (the role's pip download of the lock's wheels, by their hashes): %.1f s"
+          % download_seconds)
+    for label, found in results.items():
+        for line in found["against_lock"]:
+            print("%s against the lock: %s" % (label, line))
+        if not found["pip_check"]:
+            print("pip check, %s: %s" % (label, found["pip_check_output"]))
+    print("\nEvery file that the RECORD of each of the lock's distributions lists, by sha256, against pip from the index "
+          "(%d files there):" % len(reference["files"]))
+    for label, found in results.items():
+        shared = shared_files(found["files"])
+        if shared:
+            print("%s: files that several wheels ship (the last installed one's is there): %s"
+                  % (label, "; ".join("%s (%s)" % (path, ", ".join(names)) for path, names in shared)))
+    for label, found in list(results.items())[1:]:
+        differences = compare_files(reference["files"], found["files"])
+        same_versions = found["versions"] == reference["versions"]
+        print("%s: distributions and versions %s; byte-identical: %s" % (
+            label, "the same" if same_versions else "DIFFER", "yes" if not differences else "no, %d paths differ"
+            % len(differences)))
+        if not same_versions:
+            print("  versions: %s" % ", ".join("%s %s (pip: %s)" % (each, found["versions"].get(each, "absent"),
+                                                                    reference["versions"].get(each, "absent"))
+                                               for each in sorted(set(found["versions"]) | set(reference["versions"]))
+                                               if found["versions"].get(each) != reference["versions"].get(each)))
+        if not differences:
+            continue
+        print("  by kind: %s" % ", ".join("%s %d" % item for item in count_kinds(differences).items()))
+        print("  the first 20:")
+        show(differences[:20])
+        for each in KINDS:
+            of_kind = [difference for difference in differences if difference[1] == each]
+            if of_kind and of_kind[:3] != [difference for difference in differences[:20] if difference[1] == each][:3]:
+                print("  the first of %s:" % each)
+                show(of_kind[:20 if each == KINDS[-1] else 3])
+    print(json.dumps(dict((label, dict((key, value) for key, value in found.items() if key not in ("files", "versions")))
+                          for label, found in results.items()), sort_keys=True))
+
+
+def measure_profile(work):
+    uv = install_uv(work)
+    online, offline = plan(work, False, profile()), plan(work, True, profile())
+    results = {}
+    results["pip, index"] = measure("pip", uv, online, work, None)
+    reference = results["pip, index"]
+    results["uv, index"] = measure("uv", uv, online, work, reference)
+    download_seconds = download_wheelhouse(offline, work)
+    results["pip, wheelhouse"] = measure("pip", uv, offline, work, reference)
+    results["uv, wheelhouse"] = measure("uv", uv, offline, work, reference)
+    return results, download_seconds, reference
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--work", default=None, help="where the virtualenvs, caches and the wheelhouse go")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (the wheelhouse) afterwards")
+    parser.add_argument("--lock", metavar="PROFILE", default=None,
+                        help="install the lock of this stack profile instead of building cu128 (e.g. sglang-0.5.17-cu130)")
     options = parser.parse_args()
     work = Path(options.work or tempfile.mkdtemp(prefix="blackwell-bench-installer-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        uv = install_uv(work)
-        online, offline = plan(work, offline=False), plan(work, offline=True)
-        results = {}
-        results["pip, index"] = measure("pip", uv, online, work, None)
-        reference = results["pip, index"]
-        results["uv, index"] = measure("uv", uv, online, work, reference)
-        download_seconds = download_wheelhouse(offline, work)
-        results["pip, wheelhouse"] = measure("pip", uv, offline, work, reference)
-        results["uv, wheelhouse"] = measure("uv", uv, offline, work, reference)
+        found = measure_lock(options.lock, work) if options.lock else measure_profile(work)
     finally:
         if not options.keep:
             shutil.rmtree(work, ignore_errors=True)
-    report(results, download_seconds, reference)
+    (report_lock if options.lock else report)(*found)
 
 
 def report(results, download_seconds, reference):
