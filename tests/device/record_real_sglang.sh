@@ -5,12 +5,12 @@
 # - install: a random-weight Llama made offline (make_tiny_model.py; REAL_SGLANG_MODEL=large for a 3 GB one), then
 #   site without the server: ml_stack builds /opt/ml-env offline from /tmp/wheelhouse, adopting the host's torch
 #   (/opt/torch/.venv), beside preflight, cuda, service_user and runtime_env;
-# - serve: site again, which starts the server (cold), validate with its real generate, diagnose, stop, serve (the
-#   second, warm start) and stop;
+# - serve: site again, which starts the server (cold), validate with its real generate, diagnose and stop;
 # - failures: starts that fail, each launched by sglang_server, waited for by wait_for_server and diagnosed by
 #   sglang_diagnosis: an unknown flag, an empty model directory, a tensor parallel size above the GPU count, an
 #   unknown architecture in config.json, a service user whose home (the caches) cannot be written, and a start
-#   beside a foreign process holding 90% of the GPU's memory.
+#   beside a foreign process holding 90% of the GPU's memory;
+# - warm: serve (the second start, on the caches the first one and the failures filled) and stop.
 # Each step runs once per host: a stage run again (the host stays warm between calls) goes on where the last call
 # stopped. A step is not begun when its usual time would cross REAL_SGLANG_BUDGET seconds (540) of this call; the
 # stage then says to run it again. All output is kept in /tmp/real_sglang and copied to OUTPUT_DIR after every stage:
@@ -18,7 +18,7 @@
 # real_sglang_commit.txt, the stages' logs, the diagnose report and the server's log.
 # Exits 0 when the stage is done and everything did as expected, 2 when steps are left for another call, else 1.
 set -uo pipefail
-usage="usage: record_real_sglang.sh OUTPUT_DIR install|serve|failures"
+usage="usage: record_real_sglang.sh OUTPUT_DIR install|serve|failures|warm"
 out=${1:?$usage}
 stage=${2:?$usage}
 state=/tmp/real_sglang
@@ -286,8 +286,6 @@ case $stage in
     due diagnose 45 && { playbook_step diagnose diagnose -e "gpu_node_diagnose_report=$report"; finished diagnose; }
     report=
     due stop 40 && { playbook_step stop stop; finished stop; }
-    due warm 150 && { start_step warm serve; finished warm; }
-    due stop_warm 40 && { playbook_step stop_warm stop; finished stop_warm; }
     ;;
   failures)
     # The GPU to the failures alone: the server of the serve stage stopped, had that stage not come to its end.
@@ -300,6 +298,11 @@ case $stage in
     due cache_not_writable 90 && { cache_not_writable; finished cache_not_writable; }
     due foreign_gpu_holder 110 && { foreign_gpu_holder; finished foreign_gpu_holder; }
     ;;
+  warm)
+    # After the failures, whose starts would otherwise cost the cold start's caches nothing: the second start.
+    due warm 150 && { start_step warm serve; finished warm; }
+    due stop_warm 40 && { playbook_step stop_warm stop; finished stop_warm; }
+    ;;
   *) echo "$usage" >&2; exit 1 ;;
 esac
 
@@ -307,7 +310,7 @@ python3 "$helper" summary "$state" >"$state/logs/summary.txt"
 cat "$state/logs/summary.txt"
 cp "$state/logs/commit.txt" "$out/real_sglang_commit.txt"
 cp "$state/logs/summary.txt" "$out/real_sglang_summary.txt"
-for kept in install serve failures; do
+for kept in install serve failures warm; do
   [ -e "$state/logs/$kept.txt" ] && tail -c 15000000 "$state/logs/$kept.txt" >"$out/real_sglang_$kept.txt"
 done
 [ -e "$state/diagnose.json" ] && cp "$state/diagnose.json" "$out/real_sglang_diagnose.json"

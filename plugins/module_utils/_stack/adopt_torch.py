@@ -88,8 +88,12 @@ def inspect_argv(torch_from, is_virtualenv, system_python, script, imports=True)
 
 def inside_argv(torch_from):
     """adopt_torch.yml's find of the first entry of the tree that is not root's or that its group or others can
-    write, for parse_inside(). -H: the named path may be a link; nothing below it is followed."""
+    write, for parse_inside(). -H: the named path may be a link; nothing below it is followed. A file named .lock
+    that root owns, with no other name, is passed over: uv leaves one writable by everyone (mode 666, on purpose,
+    so that other users can take the lock) in every environment it installs into, and Python never imports or runs
+    it."""
     return ["find", "-H", torch_from, "(", "!", "-uid", "0", "-o", "-perm", "/022", ")", "!", "-type", "l",
+            "!", "(", "-name", ".lock", "-type", "f", "-uid", "0", "-links", "1", ")",
             "-printf", "%p\\t%u\\t%U\\t%m\\n", "-quit"]
 
 

@@ -317,3 +317,40 @@ def test_the_check_sees_each_level_as_ansibles_stat_reports_it(tmp_path):
     assert level_state(str(tmp_path / "missing"), names.get) == {"exists": False}
     assert decide(SGLANG_0_5_17, str(link), report(site_packages=str(link)), [root_dir()] * (len(levels(str(link))) - 1)
                   + [linked], None, "3.12.3")["decision"] == "untrusted"
+
+
+def _first_foreign_entry(tree):
+    import subprocess
+    result = subprocess.run(inside_argv(str(tree)), capture_output=True, text=True, check=False)
+    found = parse_inside(result.returncode, result.stdout, result.stderr)
+    return found and found["path"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_the_walk_passes_over_uvs_lock_file_alone(tmp_path):
+    # The lent H100's /opt/torch/.venv, built by uv: .lock at the root, mode 666, everything else root's and 644.
+    tree = tmp_path / "venv"
+    (tree / "lib").mkdir(parents=True)
+    (tree / "lib" / "torch.py").write_text("")
+    lock = tree / ".lock"
+    lock.write_text("")
+    for path in (tmp_path, tree, tree / "lib"):
+        path.chmod(0o755)
+    lock.chmod(0o666)
+    assert _first_foreign_entry(tree) is None
+
+    (tree / "lib" / ".lock").mkdir(mode=0o755)
+    (tree / "lib" / ".lock").chmod(0o777)
+    assert _first_foreign_entry(tree) == str(tree / "lib" / ".lock")
+    (tree / "lib" / ".lock").rmdir()
+
+    os.link(lock, tree / "lib" / "second-name")
+    assert _first_foreign_entry(tree) in (str(lock), str(tree / "lib" / "second-name"))
+    (tree / "lib" / "second-name").unlink()
+
+    os.chown(lock, 65534, 0)
+    assert _first_foreign_entry(tree) == str(lock)
+    os.chown(lock, 0, 0)
+
+    (tree / "lib" / "torch.py").chmod(0o666)
+    assert _first_foreign_entry(tree) == str(tree / "lib" / "torch.py")
