@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import (
     RuntimeEnvError,
     build_environment,
+    files_to_render,
     module_code,
 )
 
@@ -30,4 +31,5 @@ def runtime_environment_module(settings):
 
 class FilterModule(object):
     def filters(self):
-        return {"runtime_environment": runtime_environment, "runtime_environment_module": runtime_environment_module}
+        return {"runtime_environment": runtime_environment, "runtime_environment_module": runtime_environment_module,
+                "runtime_environment_files": files_to_render}

@@ -15,9 +15,11 @@ PREFIX = "ansible_collections.blackwell.gpu_node.plugins.module_utils."
 # The preflight core runs every role's refusals before anything changes, so it asks those roles' cores for their
 # decisions (never for helpers: those live in _common). A snapshot keeps the server's recorded command line, which
 # the server's own state files hold; the gateway runs the way the server does, through the server's systemctl calls.
+# The server restarts when a file the runtime_env role renders changes, as that role's core declares them.
 CROSS_DOMAIN = {
     "_gateway/host.py": {"_sglang.instance"},
     "_node/preflight.py": {"_cuda.driver", "_cuda.fabric", "_sglang.gpus", "_stack.adopt_torch", "_stack.ml_stack"},
+    "_sglang/runs_from.py": {"_stack.runtime_env"},
     "_stack/snapshot_node.py": {"_sglang.instance"},
 }
 # Defined in _common only: a second copy is how each new module got the trust boundary slightly wrong.

@@ -5,11 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import (
-    ALTERNATIVE_LINK,
-    REGISTRATION_FILE_MODE,
-    USR_LOCAL_CUDA,
-)
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import REGISTRATION_FILE_MODE
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 
@@ -74,13 +70,3 @@ def test_the_cuda_registration_tasks_write_the_files_the_role_declares_and_name_
     [login_shells] = [task for task in tasks if "ansible.builtin.copy" in task]
     assert login_shells["loop"] == "{{ __cuda_registration_files | rejectattr('linker') | list }}"
     assert login_shells["ansible.builtin.copy"]["mode"] == REGISTRATION_FILE_MODE
-
-
-def test_the_cuda_registration_tasks_keep_the_link_and_alternative_the_check_compares():
-    """/usr/local/cuda and the cuda alternative are NVIDIA's names; the tasks and the check must agree on them."""
-    tasks = yaml.safe_load((ROLES / "cuda" / "tasks" / "register.yml").read_text())
-    [link] = [task["ansible.builtin.file"] for task in tasks if "ansible.builtin.file" in task]
-    assert link["dest"] == USR_LOCAL_CUDA and ALTERNATIVE_LINK in link["src"]
-    assert any(task.get("ansible.builtin.command", {}).get("argv", [])[:4] == ["update-alternatives", "--install",
-                                                                               USR_LOCAL_CUDA, "cuda"]
-               for task in tasks)

@@ -4,9 +4,15 @@ import json
 import os
 import re
 import shlex
+import sys
+from pathlib import Path
 
 import pytest
 from testinfra.utils.ansible_runner import AnsibleRunner
+
+# The collection as the unit tests import it (tests/unit/conftest.py), for the files its role declares.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / ".build" / "collections"))
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import RENDERED_FILES  # noqa: E402
 
 testinfra_hosts = ["docker://runtime-env-debian-python", "docker://runtime-env-upstream-python"]
 
@@ -106,7 +112,7 @@ def test_shadowing_is_what_this_platform_has(host):
     assert found.strip() == (shadow or SITE_PACKAGES + "/sitecustomize.py")
 
 
-@pytest.mark.parametrize("name", ["_blackwell_gpu_node_env.py", "00-blackwell-gpu-node-env.pth"])
+@pytest.mark.parametrize("name", RENDERED_FILES)
 def test_rendered_files_belong_to_root_and_the_venv_owner_cannot_write_them(host, name):
     rendered = host.file(SITE_PACKAGES + "/" + name)
     assert (rendered.user, rendered.group, rendered.mode) == ("root", "root", 0o644)

@@ -46,9 +46,10 @@ INSTALLED_BY_DPKG = re.compile(r"[a-z]+ ok installed")
 DIGITS = re.compile(r"[0-9]+")
 # apt-key lists 16-hex-digit key ids; a short id of 8 matches their end, as ansible.builtin.apt_key compares them.
 HEX_ID = re.compile(r"(0[xX])?([0-9A-Fa-f]+)")
-# The link the role keeps; where a cuda alternative manages it (NVIDIA's packages register one), it points at the
-# alternative's own link, which update-alternatives points at the chosen installation. register.yml names both too.
+# The link the role keeps; where the cuda alternative manages it (NVIDIA's packages register one), it points at the
+# alternative's own link, which update-alternatives points at the chosen installation.
 USR_LOCAL_CUDA = "/usr/local/cuda"
+ALTERNATIVE = "cuda"
 ALTERNATIVE_LINK = "/etc/alternatives/cuda"
 # Every registration file is root's with the mode cuda_linker_entries writes the linker's with.
 REGISTRATION_FILE_MODE = "%04o" % OWN_FILE_MODE
@@ -115,7 +116,7 @@ def observe_host(settings, run, python):
     _rc, out, _err = run(query + list(REPOSITORY_TOOLS))
     observed = dict(packages=_packages(out), runtime_exists=os.path.exists(
         "%s/lib64/libcudart.so.%s" % (settings["cuda_home"], major)))
-    rc, out, _err = run(["update-alternatives", "--query", "cuda"])
+    rc, out, _err = run(["update-alternatives", "--query", ALTERNATIVE])
     observed["alternative"] = out.splitlines() if rc == 0 else None
     declared = managed(settings, observed)
     observed["files"] = dict((path, observed_file(path)) for path in sorted(
@@ -191,8 +192,7 @@ def managed(settings, observed):
     """Everything the role keeps on this host, each thing once, in the order its tasks make it so.
 
     The converged check reads and compares exactly these (``unconverged_reasons``); the cuda scenario's drift step
-    changes each behind the role's back, one at a time, and expects the next run to notice and repair it. A thing
-    added to the role's tasks is added here, or the check and the drift step never see it.
+    changes each behind the role's back, one at a time, and expects the next run to notice and repair it.
 
     Each is a dict: ``kind`` (package, directory, file, alternative, link), ``part`` (repository, toolkit or
     registration: the role's tasks that keep it), its ``path`` or ``name``, and what the role leaves there:
@@ -200,8 +200,11 @@ def managed(settings, observed):
     file's ``content`` (text, written as UTF-8) or the ``source`` file on the host it is a copy of, an
     alternative's ``value``, a link's ``target``.
 
-    The repository's and the toolkit's tasks keep exactly what is declared here for their part, as the check
-    returns it: a thing added here is kept, checked and drifted with no other change.
+    The role's tasks keep exactly these, each read from where it is declared, so that a thing declared is kept,
+    checked and drifted with no other change: the repository's and the toolkit's as the check returns them, the
+    registration's link and alternative from ``registration_links``, its files from the role's
+    ``__cuda_registration_files``, which the check is given. The unit tests of the role's tasks fail for a thing
+    the tasks keep that is not declared, one declared that they do not keep, or one they state themselves.
     """
     things = []
     if not adopted(settings, observed):
@@ -217,14 +220,25 @@ def managed(settings, observed):
                  version=settings["toolkit_version"], selection="hold" if settings["hold"] else "install"),
         ])
     if settings["registered"]:
-        # The alternative's Value is read from its own link: /usr/local/cuda may point elsewhere all the same.
-        if observed["alternative"] is not None:
-            things.append(dict(kind="alternative", part="registration", name="cuda", value=settings["cuda_home"]))
-        things.append(dict(kind="link", part="registration", path=USR_LOCAL_CUDA,
-                           target=settings["cuda_home"] if observed["alternative"] is None else ALTERNATIVE_LINK))
+        things.extend(registration_links(settings["cuda_home"], observed["alternative"] is not None))
         things.extend(dict(kind="file", part="registration", path=path, mode=REGISTRATION_FILE_MODE,
                            content=content)
                       for path, content in sorted(settings["registration_files"].items()))
+    return things
+
+
+def registration_links(cuda_home, alternative):
+    """The things of managed that register cuda_home besides the registration's files, in the order register.yml
+    keeps them: the cuda alternative where update-alternatives has one (alternative), and /usr/local/cuda, through
+    that alternative's own link or straight to cuda_home.
+
+    register.yml reads them here (the cuda_registration_links filter), as the upgrade's switch runs it without the
+    check. The alternative's Value is read from its own link: /usr/local/cuda may point elsewhere all the same."""
+    things = []
+    if alternative:
+        things.append(dict(kind="alternative", part="registration", name=ALTERNATIVE, value=cuda_home))
+    things.append(dict(kind="link", part="registration", path=USR_LOCAL_CUDA,
+                       target=ALTERNATIVE_LINK if alternative else cuda_home))
     return things
 
 

@@ -15,12 +15,14 @@ import os
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import sha1_regular
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.runtime_env import RESTARTING_FILES
 
 # What the server runs from in its virtualenv: the stack's packages (their versions are in the dist-info names)
-# and the runtime environment the runtime_env role renders. BLACKWELL_GPU_NODE_RUNS_FROM carries their digest
-# in the server's environment, so a change there restarts the server.
-RUNS_FROM_PATTERNS = ("torch-*.dist-info", "sglang-*.dist-info", "sgl_kernel-*.dist-info",
-                      "flashinfer_python-*.dist-info", "flashinfer_jit_cache-*.dist-info", "_blackwell_gpu_node_env.py")
+# and the files the runtime_env role renders, as that role's core declares them. BLACKWELL_GPU_NODE_RUNS_FROM
+# carries their digest in the server's environment, so a change there restarts the server.
+STACK_PATTERNS = ("torch-*.dist-info", "sglang-*.dist-info", "sgl_kernel-*.dist-info", "flashinfer_python-*.dist-info",
+                  "flashinfer_jit_cache-*.dist-info")
+RUNS_FROM_PATTERNS = STACK_PATTERNS + RESTARTING_FILES
 
 
 RUNS_FROM_VARIABLE = "BLACKWELL_GPU_NODE_RUNS_FROM"
@@ -30,7 +32,7 @@ RUNS_FROM_VARIABLE = "BLACKWELL_GPU_NODE_RUNS_FROM"
 RUNS_FROM_DEPTH = 3
 
 
-# The rendered environment module is a few KiB; a larger file at its name is hashed no further than this.
+# The rendered files are a few KiB; a larger file at one of their names is hashed no further than this.
 FILE_LIMIT = 16 << 20
 
 

@@ -384,10 +384,30 @@ def module_code(settings):
     )
 
 
-# What the role writes, and who owns it: root's, 0644, so that the virtualenv's owner cannot edit them in place
-# and root never runs them (the interpreter that imports them runs as the owner).
-MODULE_FILE = "_blackwell_gpu_node_env.py"
+# The module the role renders, by the name its hook imports it by, and the hook: a .pth file, which site runs as
+# each interpreter of the virtualenv starts.
+MODULE_NAME = "_blackwell_gpu_node_env"
+MODULE_FILE = MODULE_NAME + ".py"
 HOOK_FILE = "00-blackwell-gpu-node-env.pth"
+
+
+def files_to_render(module_text):
+    """What the role writes into the virtualenv's site-packages, by file name: the module its template rendered
+    (module_text) and the hook that imports it.
+
+    Declared here once: the role writes exactly these (its runtime_environment_files filter), the check reads them
+    at these names (observe_venv), and a change of any in RESTARTING_FILES restarts the server (the sglang domain's
+    runs_from)."""
+    return {MODULE_FILE: module_text, HOOK_FILE: "import %s\n" % MODULE_NAME}
+
+
+RENDERED_FILES = tuple(sorted(files_to_render("")))
+# The hook's text follows from the module's name alone, which is the module file's name and so in the digest
+# already; leaving it out keeps the digest every running server was started with, which would otherwise restart
+# each of them once, outside any drain.
+RESTARTING_FILES = tuple(name for name in RENDERED_FILES if name != HOOK_FILE)
+# Who owns what the role writes: root, 0644, so that the virtualenv's owner cannot edit them in place and root
+# never runs them (the interpreter that imports them runs as the owner).
 RENDERED_MODE = 0o644
 RENDERED_OWNER = (0, 0)
 # The rendered files are a few KiB; anything larger at their names is not the role's.
@@ -539,7 +559,7 @@ def observe_venv(venv_path, script, names, run):
     except VenvRefused as exc:
         return {"error": str(exc)}
     try:
-        files, not_regular = rendered_files(directory, (MODULE_FILE, HOOK_FILE))
+        files, not_regular = rendered_files(directory, RENDERED_FILES)
     finally:
         os.close(directory)
     return {"venv": venv, "owner": owner_uid, "site_packages": relative, "files": files, "not_regular": not_regular}
@@ -549,7 +569,7 @@ def unconverged_reasons(observed, environment, files):
     """Why the role would act on this host, or [] when everything it would write is in place and takes effect.
 
     ``observed``: what observe_venv found. ``environment``: the rendered environment (build_environment's
-    ``environment``). ``files``: the content the role would write, by file name (MODULE_FILE, HOOK_FILE).
+    ``environment``). ``files``: the content the role would write, by file name (files_to_render).
     Conservative: anything unexpected, or not observed, is a reason."""
     if observed.get("error"):
         return [observed["error"]]
