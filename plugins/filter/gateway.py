@@ -10,8 +10,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._gateway import workers as _gateway
 
 
-def gateway_fleet(hostnames, hostvars, gateway_host):
-    workers, problems = _gateway.fleet_workers(hostnames, hostvars, gateway_host)
+def gateway_fleet(nodes, gateway_host):
+    workers, problems = _gateway.fleet_workers(nodes, gateway_host)
     return {"workers": workers, "problems": problems}
 
 

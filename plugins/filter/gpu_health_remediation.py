@@ -29,10 +29,9 @@ def gpu_health_recovered(node_plan, before, after):
     return _called("gpu_health_recovered", remediation.recovered, node_plan, before, after)
 
 
-def gpu_health_remediation_report(hosts, mode, hostvars):
+def gpu_health_remediation_report(hosts, mode, noted):
     def reported():
-        noted = dict((host, hostvars[host].get("__gpu_node_health_noted")) for host in hosts)
-        return remediation.report(mode, hosts, noted)
+        return remediation.report(mode, hosts, dict((host, noted.get(host)) for host in hosts))
     return _called("gpu_health_remediation_report", reported)
 
 

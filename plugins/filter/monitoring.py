@@ -30,9 +30,9 @@ def monitoring_exporter_counters(counters):
     return _monitoring.counters_csv(counters)
 
 
-def prometheus_sd_targets(hostnames, hostvars):
+def prometheus_sd_targets(nodes):
     try:
-        return _monitoring.scrape_target_groups(hostnames, hostvars)
+        return _monitoring.scrape_target_groups(nodes)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
 

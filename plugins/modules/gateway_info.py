@@ -85,8 +85,9 @@ EXAMPLES = r"""
 - name: Ask the gateway which nodes it routes to
   blackwell.gpu_node.gateway_info:
     admin_key: "{{ gateway_admin_key }}"
-    workers: "{{ (query('ansible.builtin.inventory_hostnames', 'gpu_nodes')
-                  | blackwell.gpu_node.gateway_fleet(hostvars, inventory_hostname)).workers }}"
+    workers:
+      - {name: gpu01, url: "http://10.0.0.11:30000"}
+      - {name: gpu02, url: "http://10.0.0.12:30000"}
   register: gateway
 
 - name: Fail on a node the gateway holds unhealthy or lost

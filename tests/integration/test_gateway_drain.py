@@ -1,7 +1,8 @@
-"""The drain and undrain built in (playbooks/tasks/gateway_drain.yml, gateway_undrain.yml) and the benchmark through
-the gateway, run by Ansible on this machine against the real SGLang model gateway (sglang-router 0.3.2, as
-test_gateway_workers_module starts it) in front of two `sglang` stand-ins with metrics: node-slow answers each
-/generate after SLOW_S seconds, node-fast at once. Each test leaves both nodes in rotation."""
+"""The drain and undrain built in (the gateway role's drain and undrain, through playbooks/tasks/node_drain.yml and
+node_undrain.yml), its check, and the benchmark through the gateway, run by Ansible on this machine against the
+real SGLang model gateway (sglang-router 0.3.2, as test_gateway_workers_module starts it) in front of two `sglang`
+stand-ins with metrics: node-slow answers each /generate after SLOW_S seconds, node-fast at once. Each test leaves
+both nodes in rotation."""
 import json
 import os
 import subprocess
@@ -27,6 +28,23 @@ PLAY = """
   tasks:
     - name: Run it
       ansible.builtin.include_tasks: {checkout}/playbooks/tasks/{tasks}.yml
+"""
+
+
+CHECK = """
+- hosts: {host}
+  gather_facts: false
+  vars_files:
+    - {checkout}/playbooks/vars/gateway.yml
+  tasks:
+    - name: Check
+      ansible.builtin.include_role:
+        name: blackwell.gpu_node.gateway
+        tasks_from: check
+      vars:
+        gateway_inventory_host: "{{{{ __gpu_node_gateway_host }}}}"
+        gateway_admin_key: "{{{{ __gpu_node_gateway_admin_key }}}}"
+      when: __gpu_node_gateway_builtin | bool
 """
 
 
@@ -88,7 +106,7 @@ def playbook(argv, inventory_path, **environment):
     for play in json.loads(completed.stdout)["plays"]:
         for task in play["tasks"]:
             for result in task["hosts"].values():
-                results.setdefault(task["task"]["name"], result)
+                results.setdefault(task["task"]["name"].split(" : ")[-1], result)
     return completed.returncode, results, completed.stdout + completed.stderr
 
 
@@ -120,7 +138,7 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
         fleet, tmp_path):
     askers, answers = slow_request_running(fleet)
     started = time.monotonic()
-    returncode, results, output = hook(fleet, tmp_path, "gateway_drain")
+    returncode, results, output = hook(fleet, tmp_path, "node_drain")
     drained_after = time.monotonic() - started
     for asker in askers:
         asker.join(30)
@@ -131,8 +149,7 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
     # The request on node-slow ended (200) before the drain did: it waited for it.
     assert sorted(status for status, _port, _seconds in answers) == [200, 200]
     assert drained_after >= SLOW_S - 1.0, drained_after
-    assert results["Wait until the node's server has no request in flight, for gpu_node_gateway_drain_timeout at "
-                   "most"]["attempts"] > 1
+    assert results["Wait until the node's server has no request in flight, for gateway_drain_timeout at most"]["attempts"] > 1
     assert results["Say that the drain's deadline passed"].get("skipped") is True
     assert listed(fleet) == {"node-fast": True}
     # The gateway's workers file, where its role keeps it, holds the node out: a restart would not add it again.
@@ -142,7 +159,7 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
         generate(fleet, later)
     assert [port for _status, port, _seconds in later] == [fleet.workers[1]["port"]] * 4
 
-    returncode, results, output = hook(fleet, tmp_path, "gateway_undrain")
+    returncode, results, output = hook(fleet, tmp_path, "node_undrain")
     assert returncode == 0, output
     assert results["Put the node back into the model gateway's rotation and wait until the gateway finds it "
                    "healthy"]["changes"][0] == "add %s (node-slow)" % fleet.workers[0]["url"]
@@ -152,20 +169,20 @@ def test_the_drain_takes_the_node_out_then_waits_for_its_request_in_flight_and_t
 
 def test_past_its_deadline_the_drain_says_so_and_goes_on(fleet, tmp_path):
     askers, answers = slow_request_running(fleet)
-    returncode, results, output = hook(fleet, tmp_path, "gateway_drain", gpu_node_gateway_drain_timeout=1)
+    returncode, results, output = hook(fleet, tmp_path, "node_drain", gpu_node_gateway_drain_timeout=1)
     assert returncode == 0, output
-    assert "node-slow: requests were still in flight after gpu_node_gateway_drain_timeout=1 s" in results[
+    assert "node-slow: requests were still in flight after gateway_drain_timeout=1 s" in results[
         "Say that the drain's deadline passed"]["msg"]
     for asker in askers:
         asker.join(30)
     assert sorted(status for status, _port, _seconds in answers) == [200, 200]
-    assert hook(fleet, tmp_path, "gateway_undrain")[0] == 0
+    assert hook(fleet, tmp_path, "node_undrain")[0] == 0
     assert listed(fleet) == {"node-slow": True, "node-fast": True}
 
 
 def test_a_node_the_gateway_does_not_route_to_is_left_alone(fleet, tmp_path):
     path = tmp_path / "play.yml"
-    path.write_text(PLAY.format(host="gw", checkout=CHECKOUT, tasks="gateway_drain"))
+    path.write_text(PLAY.format(host="gw", checkout=CHECKOUT, tasks="node_drain"))
     returncode, results, output = playbook([str(path)], inventory(fleet, tmp_path))
     assert returncode == 0, output
     assert results["Take the node out of the model gateway's rotation"].get("skipped") is True
@@ -174,13 +191,13 @@ def test_a_node_the_gateway_does_not_route_to_is_left_alone(fleet, tmp_path):
 
 def test_the_check_before_anything_changes_names_the_missing_admin_key(fleet, tmp_path):
     path = tmp_path / "play.yml"
-    path.write_text(PLAY.format(host="gpu_nodes", checkout=CHECKOUT, tasks="gateway_check"))
+    path.write_text(CHECK.format(host="gpu_nodes", checkout=CHECKOUT))
     returncode, results, output = playbook([str(path), "-e", "gateway_admin_key=''"], inventory(fleet, tmp_path))
     assert returncode != 0
     assert ("The drain built in takes each node out of the model gateway on gw through its admin API, but "
             "gateway_admin_key is not set for that host") in results[
         "Ensure the model gateway's host and admin key are known, for the drain built in"]["msg"]
-    path.write_text(PLAY.format(host="gpu_nodes", checkout=CHECKOUT, tasks="gateway_check"))
+    path.write_text(CHECK.format(host="gpu_nodes", checkout=CHECKOUT))
     returncode, results, output = playbook([str(path), "-e", "gpu_node_upgrade_drain_tasks=/hooks/drain.yml",
                                             "-e", "gateway_admin_key=''"], inventory(fleet, tmp_path))
     assert returncode == 0, output
@@ -195,7 +212,7 @@ def test_the_health_playbook_drains_an_unhealthy_node_through_the_gateway_withou
     assert returncode == 0, output
     assert json.loads(report.read_text())["node-slow"]["drain"] == "drained"
     assert listed(fleet) == {"node-fast": True}
-    assert hook(fleet, tmp_path, "gateway_undrain")[0] == 0
+    assert hook(fleet, tmp_path, "node_undrain")[0] == 0
     assert listed(fleet) == {"node-slow": True, "node-fast": True}
 
 
@@ -226,15 +243,15 @@ HOOKS = """
   tasks:
     - name: Say the hooks
       ansible.builtin.debug:
-        msg: "{{{{ [__gpu_node_drain_tasks, __gpu_node_undrain_tasks] }}}}"
+        msg: "{{{{ [__gpu_node_has_drain | bool, __gpu_node_has_undrain | bool] }}}}"
 """
 
 
 @pytest.mark.parametrize("gateway, settings, hooks", [
-    (True, {}, ["tasks/gateway_drain.yml", "tasks/gateway_undrain.yml"]),
-    (False, {}, [None, None]),
-    (True, {"gpu_node_upgrade_drain_tasks": "/hooks/drain.yml"}, ["/hooks/drain.yml", None]),
-    (True, {"gpu_node_upgrade_undrain_tasks": "/hooks/undrain.yml"}, [None, "/hooks/undrain.yml"]),
+    (True, {}, [True, True]),
+    (False, {}, [False, False]),
+    (True, {"gpu_node_upgrade_drain_tasks": "/hooks/drain.yml"}, [True, False]),
+    (True, {"gpu_node_upgrade_undrain_tasks": "/hooks/undrain.yml"}, [False, True]),
 ])
 def test_the_drain_built_in_is_the_default_with_a_gateway_and_the_users_hooks_win(tmp_path, gateway, settings, hooks):
     path = tmp_path / "hooks.yml"

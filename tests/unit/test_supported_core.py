@@ -1,6 +1,8 @@
 """roles/stack/tasks/core.yml: a controller's ansible-core older than the collection supports is refused by name."""
 from pathlib import Path
 
+import jinja2
+import jinja2.meta
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
@@ -53,5 +55,23 @@ def test_every_playbook_meets_the_check_before_its_first_play_does_anything():
     for playbook in playbooks:
         first_play = yaml.safe_load(playbook.read_text())[0]
         first_task = (first_play.get("pre_tasks") or first_play["tasks"])[0]
-        assert first_task["ansible.builtin.import_tasks"] == "../roles/stack/tasks/core.yml", playbook
-        assert (PLAYBOOKS / first_task["ansible.builtin.import_tasks"]).resolve() == ROLES / "stack" / "tasks" / "core.yml"
+        # Included, not imported: an import would bring the stack role's defaults into the play, and with them a
+        # stack_profile, so that the upgrade run without -e stack_profile would target the default profile.
+        assert first_task["ansible.builtin.include_role"] == {"name": "blackwell.gpu_node.stack", "tasks_from": "core"}, (
+            playbook)
+        assert "ansible.builtin.import_role" not in playbook.read_text(), playbook
+    specs = yaml.safe_load((ROLES / "stack" / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    assert specs["core"]["short_description"] == "Refuse an ansible-core older than the collection supports"
+    assert not specs["core"]["options"]
+
+
+def test_the_check_reads_no_variable_the_stack_roles_defaults_could_shadow():
+    """The check runs as the stack role's entry point, under the role's defaults: it reads ansible_version alone,
+    which no defaults set."""
+    environment = jinja2.Environment()
+    environment.tests["version"] = lambda value, version, operator: True
+    read = set()
+    for template in ("{{ %s }}" % CHECK["that"], CHECK["fail_msg"]):
+        read |= jinja2.meta.find_undeclared_variables(environment.parse(template))
+    assert read == {"ansible_version"}
+    assert "ansible_version" not in yaml.safe_load((ROLES / "stack" / "defaults" / "main.yml").read_text())

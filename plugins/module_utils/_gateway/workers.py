@@ -203,33 +203,34 @@ def worker_problems(workers, variable="workers"):
     return [problem for problem in problems if problem]
 
 
-def _host_value(variables, name, default=None):
-    value = variables.get(name)
+def _node_value(node, key, default=None):
+    value = node.get(key)
     return default if value is None or value == "" else value
 
 
-def fleet_workers(hostnames, hostvars, gateway_host):
-    """(workers, problems) for the nodes hostnames of the inventory, as the gateway on gateway_host reaches them.
+def fleet_workers(nodes, gateway_host):
+    """(workers, problems) for nodes, as the gateway on the inventory host gateway_host reaches them. Each node is
+    a mapping of its own settings, None or empty where unset: name (its inventory name), worker_url (its
+    gateway_worker_url), server_host and server_port (its sglang_server_host and sglang_server_port), address (its
+    ansible_host) and api_key (its sglang_server_api_key); the problems name those variables.
 
-    A node's worker: its gateway_worker_url when set; else http://ADDRESS:sglang_server_port, where ADDRESS is
-    sglang_server_host when the server listens on one address, else the node's ansible_host or inventory name.
-    A server that listens on the loopback only is reached from a gateway on the same host alone. The key is the
-    node's sglang_server_api_key; the name its inventory name."""
+    A node's worker: worker_url when set; else http://ADDRESS:server_port, where ADDRESS is server_host when the
+    server listens on one address, else the node's address or name. A server that listens on the loopback only is
+    reached from a gateway on the same host alone. The key is api_key; the worker's name the node's."""
     workers, problems = [], []
-    for hostname in hostnames:
-        variables = hostvars[hostname]
-        url = _host_value(variables, "gateway_worker_url")
+    for node in nodes:
+        hostname = node["name"]
+        url = _node_value(node, "worker_url")
         if url is None:
-            port = _host_value(variables, "sglang_server_port", 30000)
+            port = _node_value(node, "server_port", 30000)
             port = int(port) if isinstance(port, str) and port.isdigit() else port
-            listen = _host_value(variables, "sglang_server_host", "127.0.0.1")
+            listen = _node_value(node, "server_host", "127.0.0.1")
             if listen in LOOPBACK_HOSTS and hostname != gateway_host:
                 problems.append("host %s: sglang_server_host=%s listens on the loopback only, which the gateway on "
                                 "%s cannot reach: set sglang_server_host to an address of the node (or 0.0.0.0), "
                                 "or gateway_worker_url" % (hostname, listen, gateway_host))
                 continue
-            address = (listen if listen not in WILDCARD_HOSTS
-                       else _host_value(variables, "ansible_host", hostname))
+            address = listen if listen not in WILDCARD_HOSTS else _node_value(node, "address", hostname)
             if hostname == gateway_host and listen in WILDCARD_HOSTS + LOOPBACK_HOSTS:
                 address = "127.0.0.1"
             if _port_problem("sglang_server_port", port):
@@ -243,7 +244,7 @@ def fleet_workers(hostnames, hostvars, gateway_host):
         if problem:
             problems.append(problem)
             continue
-        api_key = _host_value(variables, "sglang_server_api_key")
+        api_key = _node_value(node, "api_key")
         workers.append({"name": hostname, "url": normalized_url(url), "api_key": api_key})
     problems += worker_problems(workers, "the workers from the inventory") if not problems else []
     return workers, problems

@@ -177,38 +177,40 @@ def exporter_unit_values(settings, binary, counters_path):
             "hardening": list(HARDENING)}
 
 
-def _node_value(variables, name, default):
-    value = variables.get(name)
+def _node_value(node, key, default):
+    value = node.get(key)
     return default if value is None or value == "" else value
 
 
-def _port(variables, name, default):
-    """The port a variable holds; digits given on the command line (-e) arrive as text."""
-    value = _node_value(variables, name, default)
+def _port(node, key, default):
+    """The port a node's setting holds; digits given on the command line (-e) arrive as text."""
+    value = _node_value(node, key, default)
     return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
-def _enabled(variables, name):
-    return boolean(_node_value(variables, name, False), strict=False)
+def _enabled(node, key):
+    return boolean(_node_value(node, key, False), strict=False)
 
 
-def scrape_target_groups(hostnames, hostvars):
-    """Prometheus' file_sd_configs content for the nodes: a target group per metrics endpoint, labelled with the
-    node's inventory name and a job (sglang for the server's /metrics, dcgm for the exporter's). A node is
-    reached at gpu_node_metrics_address, else ansible_host, else its inventory name. Raises ValueError naming
-    the host and the variable."""
+def scrape_target_groups(nodes):
+    """Prometheus' file_sd_configs content for nodes: a target group per metrics endpoint, labelled with the
+    node's inventory name and a job (sglang for the server's /metrics, dcgm for the exporter's). Each node is a
+    mapping of its own settings, None or empty where unset: name (its inventory name), server_metrics and
+    server_port (its sglang_server_enable_metrics and sglang_server_port), monitoring and exporter_port (its
+    gpu_node_monitoring and monitoring_exporter_port), metrics_address and address (its gpu_node_metrics_address
+    and ansible_host). A node is reached at metrics_address, else address, else its name. Raises ValueError
+    naming the host and the variable."""
     groups = []
-    for hostname in hostnames:
-        variables = hostvars[hostname]
+    for node in nodes:
+        hostname = node["name"]
         endpoints = []
-        if _enabled(variables, "sglang_server_enable_metrics"):
-            endpoints.append(("sglang", "sglang_server_port", _port(variables, "sglang_server_port", 30000)))
-        if _enabled(variables, "gpu_node_monitoring"):
-            endpoints.append(("dcgm", "monitoring_exporter_port",
-                              _port(variables, "monitoring_exporter_port", 9400)))
+        if _enabled(node, "server_metrics"):
+            endpoints.append(("sglang", "sglang_server_port", _port(node, "server_port", 30000)))
+        if _enabled(node, "monitoring"):
+            endpoints.append(("dcgm", "monitoring_exporter_port", _port(node, "exporter_port", 9400)))
         if not endpoints:
             continue
-        address = _node_value(variables, "gpu_node_metrics_address", _node_value(variables, "ansible_host", hostname))
+        address = _node_value(node, "metrics_address", _node_value(node, "address", hostname))
         found = [_host_problem("gpu_node_metrics_address (or ansible_host)", address, None)]
         found += [_port_problem(variable, port) for job, variable, port in endpoints]
         found = [problem for problem in found if problem]

@@ -14,8 +14,8 @@ def test_the_release_of_a_profile_with_the_fleets_keys():
     profile = {"name": "sglang-0.5.23-cu130", "gateway": {"package": "smg", "version": "1.13.0"}}
     found = FILTERS["gateway_release"](profile)
     assert (found["requirements"], found["python"], found["problems"]) == ("requirements-smg-1.13.0.txt", "3.10", [])
-    fleet = FILTERS["gateway_fleet"](["gpu01"], {"gpu01": {"gateway_worker_url": "http://10.0.0.11:30000",
-                                                           "sglang_server_api_key": "own"}}, "gw")["workers"]
+    fleet = FILTERS["gateway_fleet"]([{"name": "gpu01", "worker_url": "http://10.0.0.11:30000", "api_key": "own"}],
+                                     "gw")["workers"]
     assert FILTERS["gateway_release"](profile, "client", fleet)["problems"][0].startswith("host gpu01: ")
 
 

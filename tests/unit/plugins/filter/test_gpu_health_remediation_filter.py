@@ -1,6 +1,6 @@
 """The gpu_health_remediation filters: the remediation core, an empty drain as none (what the playbook passes before
-ansible-core 2.19 reads null), each node's note read from hostvars, and a filter error for input the playbook never
-gives."""
+ansible-core 2.19 reads null), each node's note taken from the mapping the playbook passes, and a filter error for
+input the playbook never gives."""
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -19,9 +19,10 @@ def test_the_filters_are_the_core():
     planned = FILTERS["gpu_health_remediation_plan"](HEALTH, False, "the model gateway on gw-1")
     assert planned == core.plan(HEALTH, False, "the model gateway on gw-1")
     assert FILTERS["gpu_health_recovered"](planned, HEALTH, HEALTH) == core.recovered(planned, HEALTH, HEALTH)
-    hostvars = {"gpu-1": {"__gpu_node_health_noted": dict(plan=planned)}, "gpu-2": {}}
-    assert FILTERS["gpu_health_remediation_report"](["gpu-1", "gpu-2"], "plan", hostvars) == core.report(
-        "plan", ["gpu-1", "gpu-2"], {"gpu-1": dict(plan=planned), "gpu-2": None})
+    noted = {"gpu-1": dict(plan=planned), "gpu-2": None}
+    expected = core.report("plan", ["gpu-1", "gpu-2", "gpu-3"], {"gpu-1": dict(plan=planned), "gpu-2": None,
+                                                                 "gpu-3": None})
+    assert FILTERS["gpu_health_remediation_report"](["gpu-1", "gpu-2", "gpu-3"], "plan", noted) == expected
 
 
 def test_an_empty_drain_is_no_drain():

@@ -41,10 +41,10 @@ def test_settings_the_unit_cannot_take_are_a_filter_error():
 
 
 def test_the_scrape_targets_and_a_refused_inventory():
-    hostvars = {"gpu-1": {"ansible_host": "10.0.0.1", "gpu_node_monitoring": True}}
-    assert FILTERS["prometheus_sd_targets"](["gpu-1"], hostvars) == [
+    node = {"name": "gpu-1", "address": "10.0.0.1", "monitoring": True}
+    assert FILTERS["prometheus_sd_targets"]([node]) == [
         {"targets": ["10.0.0.1:9400"], "labels": {"job": "dcgm", "node": "gpu-1"}}]
     with pytest.raises(AnsibleFilterError) as raised:
-        FILTERS["prometheus_sd_targets"](["gpu-1"], {"gpu-1": dict(hostvars["gpu-1"], monitoring_exporter_port=0)})
+        FILTERS["prometheus_sd_targets"]([dict(node, exporter_port=0)])
     assert str(raised.value) == ("host gpu-1: monitoring_exporter_port=0 is not a TCP port: a whole number from 1 "
                                  "to 65535; fix the inventory. The service-discovery file was not written")

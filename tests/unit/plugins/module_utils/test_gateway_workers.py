@@ -88,33 +88,44 @@ def test_urls_are_compared_and_registered_in_one_form():
     assert core.normalized_url("http://10.0.0.1:30000") == "http://10.0.0.1:30000"
 
 
-HOSTVARS = {
-    "gpu01": {"sglang_server_host": "0.0.0.0", "ansible_host": "10.0.0.11", "sglang_server_api_key": "k1"},
-    "gpu02": {"sglang_server_host": "10.0.0.12", "sglang_server_port": "31000"},
-    "gpu03": {"gateway_worker_url": "https://gpu03.example:443/"},
-    "local": {},
+NODES = {
+    "gpu01": {"name": "gpu01", "server_host": "0.0.0.0", "address": "10.0.0.11", "api_key": "k1"},
+    "gpu02": {"name": "gpu02", "server_host": "10.0.0.12", "server_port": "31000", "worker_url": ""},
+    "gpu03": {"name": "gpu03", "worker_url": "https://gpu03.example:443/", "server_port": None},
+    "local": {"name": "local"},
 }
 
 
 def test_the_fleets_workers_come_from_each_nodes_server_settings():
-    workers, problems = core.fleet_workers(["gpu01", "gpu02", "gpu03"], HOSTVARS, "gw")
+    workers, problems = core.fleet_workers([NODES["gpu01"], NODES["gpu02"], NODES["gpu03"]], "gw")
     assert problems == []
     assert workers == [{"name": "gpu01", "url": "http://10.0.0.11:30000", "api_key": "k1"},
                        {"name": "gpu02", "url": "http://10.0.0.12:31000", "api_key": None},
                        {"name": "gpu03", "url": "https://gpu03.example:443", "api_key": None}]
 
 
+def test_a_node_listening_everywhere_without_an_address_is_reached_by_its_name():
+    workers, problems = core.fleet_workers([{"name": "gpu04", "server_host": "::", "address": ""}], "gw")
+    assert problems == [] and workers[0]["url"] == "http://gpu04:30000"
+
+
 def test_a_server_on_the_loopback_is_a_worker_of_a_gateway_on_its_own_host_only():
-    workers, problems = core.fleet_workers(["local"], HOSTVARS, "local")
+    workers, problems = core.fleet_workers([NODES["local"]], "local")
     assert problems == [] and workers[0]["url"] == "http://127.0.0.1:30000"
-    workers, problems = core.fleet_workers(["local"], HOSTVARS, "gw")
+    workers, problems = core.fleet_workers([NODES["local"]], "gw")
     assert workers == [] and len(problems) == 1 and "sglang_server_host=127.0.0.1" in problems[0]
     assert problems[0].startswith("host local")
 
 
+def test_a_port_that_is_none_is_refused_naming_the_host_and_the_variable():
+    workers, problems = core.fleet_workers([{"name": "gpu05", "server_host": "10.0.0.15", "server_port": 70000}],
+                                           "gw")
+    assert workers == [] and problems == ["host gpu05: sglang_server_port=70000 is not a port (1 to 65535)"]
+
+
 def test_two_nodes_with_one_url_are_refused():
-    hostvars = {"a": {"gateway_worker_url": "http://n:1"}, "b": {"gateway_worker_url": "http://N:1/"}}
-    _workers, problems = core.fleet_workers(["a", "b"], hostvars, "gw")
+    nodes = [{"name": "a", "worker_url": "http://n:1"}, {"name": "b", "worker_url": "http://N:1/"}]
+    _workers, problems = core.fleet_workers(nodes, "gw")
     assert len(problems) == 1 and "already" in problems[0]
 
 

@@ -146,18 +146,17 @@ def test_the_default_counters_are_valid_and_cover_xid_ecc_and_throttling():
             "DCGM_FI_DEV_GPU_TEMP"} <= fields
 
 
-NODES = {
-    "gpu-1": {"ansible_host": "10.0.0.1", "sglang_server_enable_metrics": True, "sglang_server_port": 30000,
-              "gpu_node_monitoring": True},
-    "gpu-2": {"gpu_node_metrics_address": "fd00::2", "ansible_host": "10.0.0.2", "sglang_server_enable_metrics": True,
-              "sglang_server_port": 30001},
-    "gpu-3": {"gpu_node_monitoring": "true", "monitoring_exporter_port": 9500},
-    "gpu-4": {},
-}
+NODES = [
+    {"name": "gpu-1", "address": "10.0.0.1", "server_metrics": True, "server_port": 30000, "monitoring": True},
+    {"name": "gpu-2", "metrics_address": "fd00::2", "address": "10.0.0.2", "server_metrics": True,
+     "server_port": 30001},
+    {"name": "gpu-3", "monitoring": "true", "exporter_port": 9500},
+    {"name": "gpu-4"},
+]
 
 
 def test_scrape_targets_list_each_nodes_endpoints_with_node_and_job_labels():
-    assert core.scrape_target_groups(["gpu-1", "gpu-2", "gpu-3", "gpu-4"], NODES) == [
+    assert core.scrape_target_groups(NODES) == [
         {"targets": ["10.0.0.1:30000"], "labels": {"job": "sglang", "node": "gpu-1"}},
         {"targets": ["10.0.0.1:9400"], "labels": {"job": "dcgm", "node": "gpu-1"}},
         {"targets": ["[fd00::2]:30001"], "labels": {"job": "sglang", "node": "gpu-2"}},
@@ -165,15 +164,15 @@ def test_scrape_targets_list_each_nodes_endpoints_with_node_and_job_labels():
     ]
 
 
-@pytest.mark.parametrize("variables, named", [
-    ({"ansible_host": "10.0.0.1\nbad", "gpu_node_monitoring": True}, "gpu_node_metrics_address (or ansible_host)"),
-    ({"gpu_node_metrics_address": "a b", "gpu_node_monitoring": True}, "gpu_node_metrics_address (or ansible_host)"),
-    ({"sglang_server_enable_metrics": True, "sglang_server_port": "30000x"}, "sglang_server_port="),
-    ({"gpu_node_monitoring": True, "monitoring_exporter_port": 70000}, "monitoring_exporter_port="),
+@pytest.mark.parametrize("settings, named", [
+    ({"address": "10.0.0.1\nbad", "monitoring": True}, "gpu_node_metrics_address (or ansible_host)"),
+    ({"metrics_address": "a b", "monitoring": True}, "gpu_node_metrics_address (or ansible_host)"),
+    ({"server_metrics": True, "server_port": "30000x"}, "sglang_server_port="),
+    ({"monitoring": True, "exporter_port": 70000}, "monitoring_exporter_port="),
 ])
-def test_a_bad_address_or_port_is_refused_naming_the_host_and_variable(variables, named):
+def test_a_bad_address_or_port_is_refused_naming_the_host_and_variable(settings, named):
     with pytest.raises(ValueError) as raised:
-        core.scrape_target_groups(["gpu-9"], {"gpu-9": variables})
+        core.scrape_target_groups([dict(settings, name="gpu-9")])
     assert str(raised.value).startswith("host gpu-9: ") and named in str(raised.value)
 
 
@@ -242,20 +241,21 @@ def test_the_whole_counters_file_and_a_counter_without_help():
 
 
 def test_scrape_targets_after_a_node_without_endpoints_and_with_empty_or_unset_values():
-    hostvars = {"gpu-4": {}, "gpu-5": {"sglang_server_enable_metrics": "yes", "sglang_server_port": "",
-                                       "gpu_node_metrics_address": "", "ansible_host": "10.0.0.5",
-                                       "gpu_node_monitoring": "perhaps"},
-                "gpu-6": {"sglang_server_enable_metrics": True}}
-    assert core.scrape_target_groups(["gpu-4", "gpu-5", "gpu-6"], hostvars) == [
+    nodes = [{"name": "gpu-4"}, {"name": "gpu-5", "server_metrics": "yes", "server_port": "", "metrics_address": "",
+                                 "address": "10.0.0.5", "monitoring": "perhaps"},
+             {"name": "gpu-6", "server_metrics": True, "server_port": None, "metrics_address": None},
+             {"name": "gpu-7", "monitoring": True, "exporter_port": "9500", "metrics_address": "10.1.0.7",
+              "address": "10.0.0.7"}]
+    assert core.scrape_target_groups(nodes) == [
         {"targets": ["10.0.0.5:30000"], "labels": {"job": "sglang", "node": "gpu-5"}},
         {"targets": ["gpu-6:30000"], "labels": {"job": "sglang", "node": "gpu-6"}},
+        {"targets": ["10.1.0.7:9500"], "labels": {"job": "dcgm", "node": "gpu-7"}},
     ]
 
 
 def test_a_refused_node_gets_every_problem_in_one_message():
     with pytest.raises(ValueError) as raised:
-        core.scrape_target_groups(["gpu-9"], {"gpu-9": {"ansible_host": "a b", "gpu_node_monitoring": True,
-                                                        "monitoring_exporter_port": 0}})
+        core.scrape_target_groups([{"name": "gpu-9", "address": "a b", "monitoring": True, "exporter_port": 0}])
     assert str(raised.value) == (
         "host gpu-9: gpu_node_metrics_address (or ansible_host)='a b' is not an IP address or a host name; "
         "monitoring_exporter_port=0 is not a TCP port: a whole number from 1 to 65535; fix the inventory. "
