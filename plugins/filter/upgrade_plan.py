@@ -8,7 +8,7 @@ __metaclass__ = type  # pragma: no mutate
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import plan
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import plan, transition
 
 
 def upgrade_plan(running, target, record, serving):
@@ -18,6 +18,13 @@ def upgrade_plan(running, target, record, serving):
         raise AnsibleFilterError("upgrade_plan: incomplete input, %s: %s" % (type(exc).__name__, exc))
 
 
+def upgrade_transition(record, event, evidence):
+    try:
+        return transition(record, event, evidence)[0]
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("upgrade_transition: %s: %s" % (type(exc).__name__, exc))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"upgrade_plan": upgrade_plan}
+        return {"upgrade_plan": upgrade_plan, "upgrade_transition": upgrade_transition}

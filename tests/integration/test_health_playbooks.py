@@ -297,8 +297,12 @@ def switch_check(tmp_path, mode):
     """What the upgrade notes for a node it prepared when, just before its switch, its GPUs read as mode says: the
     upgrade's own tasks for that check, run on a node noted as prepare notes one."""
     (_prepare, switch, _release, _report) = yaml.safe_load((CHECKOUT / "playbooks" / "upgrade.yml").read_text())
-    (check,) = [task for task in switch["tasks"]
-                if task["name"] == "Check the node's GPUs again just before its switch"]
+    (recheck,) = [task for task in switch["tasks"] if task["name"].startswith("Check the node again, drain it")]
+    steps = yaml.safe_load((CHECKOUT / "playbooks" / recheck["block"][0]["ansible.builtin.import_tasks"]).read_text())
+    # The GPUs' part of the recheck (before the drain), with the playbook's own rescue.
+    health = steps[:[step["name"] for step in steps].index("Ensure no GPU of the node is unhealthy") + 1]
+    check = dict(recheck, block=health, when=None)
+    del check["when"]
     play = tmp_path / "switch_check.yml"
     note = {"name": "Note the node as prepare does", "ansible.builtin.set_fact": {"gpu_node_upgrade": {
         "from": "cu128", "to": "cu130", "needed": True, "resumed": False, "outcome": "prepared", "diagnosis": None}}}

@@ -1,4 +1,5 @@
 """The playbooks' structure where it decides what a live fleet goes through."""
+import re
 from pathlib import Path
 
 import yaml
@@ -14,6 +15,31 @@ def plays(name):
 
 def tasks(name):
     return yaml.safe_load((PLAYBOOKS / "tasks" / name).read_text())
+
+
+def imported(task_list, here=PLAYBOOKS):
+    """task_list with each import_tasks replaced by the tasks of the file it names, as Ansible imports them."""
+    found = []
+    for task in task_list:
+        if "ansible.builtin.import_tasks" in task:
+            path = here / task["ansible.builtin.import_tasks"]
+            for step in imported(yaml.safe_load(path.read_text()), path.parent):
+                if "when" in task:
+                    own = step.get("when")
+                    step = dict(step, when=task["when"] if own is None else [task["when"]] + (
+                        own if isinstance(own, list) else [own]))
+                found.append(step)
+            continue
+        task = dict(task)
+        for part in ("block", "rescue", "always"):
+            if part in task:
+                task[part] = imported(task[part], here)
+        found.append(task)
+    return found
+
+
+def upgrade_plays():
+    return [dict(play, tasks=imported(play["tasks"])) for play in plays("upgrade.yml")]
 
 
 def test_site_switches_a_nodes_stack_in_the_same_batch_as_its_server():
@@ -43,7 +69,7 @@ def test_the_profile_comment_names_a_playbook_that_exists():
 
 
 def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_roll_back():
-    prepare, switch, release, report = plays("upgrade.yml")
+    prepare, switch, release, report = upgrade_plays()
     assert switch["serial"] == "{{ __gpu_node_upgrade_serial }}"
     assert release["tasks"][0]["blackwell.gpu_node.upgrade_state"]["state"] == "released"
     assert report["hosts"] == "localhost"
@@ -55,8 +81,22 @@ def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_ro
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
 
 
+def test_the_upgrade_playbook_is_a_table_of_contents_and_its_record_changes_only_by_transition():
+    text = (PLAYBOOKS / "upgrade.yml").read_text()
+    assert len(text.splitlines()) <= 150
+    steps = [PLAYBOOKS / "upgrade.yml"] + sorted((PLAYBOOKS / "tasks").glob("upgrade_*.yml"))
+    for path in steps:
+        body = path.read_text()
+        assert "combine(" not in body and "&" not in body.replace("&&", ""), path.name
+        for match in re.finditer(r"gpu_node_upgrade: >-\n\s*\{\{ (.*)", body):
+            assert match.group(1).startswith(("gpu_node_upgrade | blackwell.gpu_node.upgrade_transition(",
+                                              "gpu_node_upgrade | default(none) | blackwell.gpu_node.upgrade_transition(",
+                                              "__gpu_node_upgrade_running | blackwell.gpu_node.upgrade_plan(")), path.name
+    assert "outcome" not in (PLAYBOOKS / "vars" / "upgrade.yml").read_text()
+
+
 def test_the_upgrade_switch_is_recorded_before_the_stop_and_ended_only_after_the_gate_or_the_rollback():
-    _prepare, switch, _release, _report = plays("upgrade.yml")
+    _prepare, switch, _release, _report = upgrade_plays()
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     names = [task["name"] for task in switching["block"]]
     assert names.index("Record the switch on the node before its server stops") < names.index("Stop the server")
@@ -67,7 +107,7 @@ def test_the_upgrade_switch_is_recorded_before_the_stop_and_ended_only_after_the
 
 
 def test_the_rollback_falls_back_to_the_runs_snapshot_and_to_the_virtualenv_the_switch_record_names():
-    _prepare, switch, _release, _report = plays("upgrade.yml")
+    _prepare, switch, _release, _report = upgrade_plays()
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     (record,) = [task for task in switching["block"] if task["name"].startswith("Record the switch")]
     restore = switching["rescue"][1]["block"][1]["blackwell.gpu_node.node_snapshot"]
@@ -77,15 +117,16 @@ def test_the_rollback_falls_back_to_the_runs_snapshot_and_to_the_virtualenv_the_
 
 
 def test_only_the_linker_and_the_link_change_while_the_server_is_down_and_login_shells_follow_the_gate():
-    _prepare, switch, _release, _report = plays("upgrade.yml")
+    _prepare, switch, _release, _report = upgrade_plays()
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     names = [task["name"] for task in switching["block"]]
     down = switching["block"][names.index("Stop the server") + 1:names.index(
         "Start the server on the new stack and wait for the ready line and /health")]
     assert [task["ansible.builtin.include_role"].get("tasks_from") for task in down] == ["linker.yml", "link.yml"]
     assert names.index("Give login shells the target's CUDA") == names.index("Note that the node serves on the new stack") + 1
-    (finishing,) = [task for task in switch["tasks"] if task["name"].startswith("Finish the switch")]
-    assert finishing["block"][0]["ansible.builtin.include_role"]["tasks_from"] == "login_shells.yml"
+    finishing = [task for task in switch["tasks"] if task.get("when") == "not gpu_node_upgrade.needed and gpu_node_upgrade.resumed"]
+    assert finishing[0]["ansible.builtin.include_role"]["tasks_from"] == "login_shells.yml"
+    assert finishing[-1]["name"] == "End the record of the switch"
 
 
 def test_the_upgrades_settings_are_read_through_default_so_that_inventory_reaches_them():
@@ -154,7 +195,9 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
     alert_rules = tasks["Write the alert rules for the nodes' GPU and SGLang metrics"]
     assert write["delegate_to"] == "localhost" and write["run_once"] is True and write["become"] is False
     # The whole fleet from the inventory, not the hosts of a --limit run: they would drop the others' targets.
-    assert "query('ansible.builtin.inventory_hostnames'" in write["ansible.builtin.copy"]["content"]
+    assert "query('ansible.builtin.inventory_hostnames'" in play["vars"]["__gpu_node_prometheus_nodes"]
+    assert "__gpu_node_prometheus_nodes | blackwell.gpu_node.prometheus_sd_targets" in write["ansible.builtin.copy"][
+        "content"]
     assert write["when"] == "gpu_node_prometheus_sd_file | default('', true) | length > 0"
     # The alert rules are opt-in too, and the role's entry point writes them once on the controller.
     assert alert_rules["ansible.builtin.include_role"] == {
@@ -203,28 +246,32 @@ def test_health_drains_only_an_unhealthy_node_and_only_when_asked_with_the_upgra
     (drain,) = [task for task in nodes["tasks"] if task["name"] == "Drain the unhealthy node"]
     assert drain["when"] == ["gpu_node_health_drain | default(false) | bool",
                              "preflight_gpu_health.verdict == 'unhealthy'"]
-    assert drain["block"][0]["ansible.builtin.include_tasks"] == "{{ __gpu_node_drain_tasks }}"
+    assert drain["block"][0]["ansible.builtin.include_tasks"] == "tasks/node_drain.yml"
     names = [task["name"] for task in nodes["tasks"]]
     assert names.index("Read the node's GPU health") < names.index("Drain the unhealthy node")
 
 
 def test_the_upgrade_reads_the_gpus_health_again_before_it_drains_and_leaves_a_sick_node_unswitched():
-    prepare, switch, _release, _report = plays("upgrade.yml")
+    prepare, switch, _release, _report = upgrade_plays()
     (preparing,) = [task for task in prepare["tasks"] if task["name"] == "Prepare the node"]
     assert "blackwell.gpu_node.preflight" in [task["ansible.builtin.include_role"]["name"]
                                               for task in preparing["block"] if "ansible.builtin.include_role" in task]
     names = [task["name"] for task in switch["tasks"]]
-    health = switch["tasks"][names.index("Check the node's GPUs again just before its switch")]
-    assert names.index("Check the node's GPUs again just before its switch") < names.index(
-        "Drain the node and check the prepared virtualenv again just before the stop") < names.index("Switch the node")
-    assert health["when"] == "gpu_node_upgrade.needed"
-    include = health["block"][0]["ansible.builtin.include_role"]
+    recheck = switch["tasks"][names.index("Check the node again, drain it and verify the target's virtualenv just "
+                                          "before the stop")]
+    assert names.index(recheck["name"]) < names.index("Switch the node")
+    assert recheck["when"] == "gpu_node_upgrade.needed"
+    steps = [task["name"] for task in recheck["block"]]
+    include = recheck["block"][0]["ansible.builtin.include_role"]
     assert (include["name"], include["tasks_from"]) == ("blackwell.gpu_node.preflight", "gpu_health")
-    assert health["block"][1]["ansible.builtin.assert"]["that"] == "preflight_gpu_health.verdict != 'unhealthy'"
-    # Not drained, so nothing to undrain: the rescue only notes it, as prepare's refusals are noted.
-    (note,) = health["rescue"]
-    noted = note["ansible.builtin.set_fact"]["gpu_node_upgrade"]
-    assert "'needed': false, 'outcome': 'not prepared'" in noted
+    assert recheck["block"][1]["ansible.builtin.assert"]["that"] == "preflight_gpu_health.verdict != 'unhealthy'"
+    assert steps.index("Ensure no GPU of the node is unhealthy") < steps.index("Drain the node")
+    # Undrained only when the drain was begun; a node refused for its GPUs was never drained.
+    assert steps.index("Note that the node leaves the rotation, for an undrain if what follows fails") < steps.index(
+        "Drain the node")
+    undrain, note = recheck["rescue"]
+    assert "__gpu_node_upgrade_drained | default(false) | bool" in undrain["when"]
+    assert "upgrade_transition('not_prepared'" in note["ansible.builtin.set_fact"]["gpu_node_upgrade"]
 
 
 def test_serve_drains_each_node_around_its_server_only_in_a_rolling_run():
@@ -232,11 +279,46 @@ def test_serve_drains_each_node_around_its_server_only_in_a_rolling_run():
     assert serving["vars"]["__gpu_node_serve_drains"] == "{{ gpu_node_serial is defined }}"
     (drain,) = [task for task in serving["pre_tasks"] if task["name"] == "Drain the node"]
     (undrain,) = serving["post_tasks"]
-    assert drain["ansible.builtin.include_tasks"]["file"] == "{{ __gpu_node_drain_tasks }}"
-    assert undrain["ansible.builtin.include_tasks"]["file"] == "{{ __gpu_node_undrain_tasks }}"
+    assert drain["ansible.builtin.include_tasks"]["file"] == "tasks/node_drain.yml"
+    assert undrain["ansible.builtin.include_tasks"]["file"] == "tasks/node_undrain.yml"
+    assert drain["when"].endswith(" and __gpu_node_has_drain | bool")
+    assert undrain["when"].endswith(" and __gpu_node_has_undrain | bool")
     for task in (drain, undrain):
         assert task["when"].startswith("__gpu_node_serve_drains | bool and ")
     assert [role["role"] for role in serving["roles"]] == ["blackwell.gpu_node.sglang_server"]
+
+
+def test_a_drain_runs_the_users_hook_else_the_gateway_roles_entry_point_with_its_arguments():
+    specs = yaml.safe_load((PLAYBOOKS.parent / "roles" / "gateway" / "meta" / "argument_specs.yml").read_text())[
+        "argument_specs"]
+    for name, entry in (("node_drain.yml", "drain"), ("node_undrain.yml", "undrain")):
+        hook, gateway = tasks(name)
+        assert hook["ansible.builtin.include_tasks"]["file"] == "{{ gpu_node_upgrade_%s_tasks }}" % entry
+        assert hook["when"] == "gpu_node_upgrade_%s_tasks | default(none) is not none" % entry
+        assert gateway["ansible.builtin.include_role"]["name"] == "blackwell.gpu_node.gateway"
+        assert gateway["ansible.builtin.include_role"]["tasks_from"] == entry
+        assert gateway["when"] == "__gpu_node_gateway_builtin | bool"
+        options = specs[entry]["options"]
+        assert {option for option in options if options[option].get("required")} <= set(gateway["vars"]) <= set(
+            options), name
+    settings = yaml.safe_load((PLAYBOOKS / "vars" / "gateway.yml").read_text())
+    assert "__gpu_node_drain_tasks" not in settings and "__gpu_node_undrain_tasks" not in settings
+    assert {"__gpu_node_has_drain", "__gpu_node_has_undrain", "__gpu_node_gateway_builtin"} <= set(settings)
+    assert not (PLAYBOOKS / "tasks" / "gateway_drain.yml").exists()
+
+
+def test_serve_and_health_check_the_gateway_through_its_role_where_the_drain_built_in_applies():
+    serving, _service_discovery = plays("serve.yml")
+    _evidence, nodes, _remediation, _report = plays("health.yml")
+    checks = [task for task in serving["pre_tasks"] + nodes["tasks"]
+              if task["name"].startswith("Ensure the model gateway can be asked to drain")]
+    assert len(checks) == 2
+    for check in checks:
+        assert check["ansible.builtin.include_role"]["name"] == "blackwell.gpu_node.gateway"
+        assert check["ansible.builtin.include_role"]["tasks_from"] == "check"
+        assert check["vars"] == {"gateway_inventory_host": "{{ __gpu_node_gateway_host }}",
+                                 "gateway_admin_key": "{{ __gpu_node_gateway_admin_key }}"}
+        assert "__gpu_node_gateway_builtin | bool" in str(check["when"])
 
 
 def test_health_plans_a_remediation_only_when_asked_and_acts_only_with_apply_after_refusing_bad_input():
@@ -269,7 +351,7 @@ def test_the_remediation_goes_in_the_upgrades_batches_and_stops_after_a_node_tha
 
 def test_a_node_is_drained_first_and_undrained_only_after_its_health_its_server_and_a_generation():
     (remediate,) = tasks("gpu_health_remediate.yml")
-    assert remediate["block"][0]["ansible.builtin.include_tasks"] == "{{ __gpu_node_drain_tasks }}"
+    assert remediate["block"][0]["ansible.builtin.include_tasks"] == "node_drain.yml"
     keep_out, back = remediate["block"][2:]
     assert keep_out["when"] == "__gpu_node_health_plan.action == 'keep_out'"
     assert back["when"] == "__gpu_node_health_plan.action in ['reset_gpu', 'reboot']"
@@ -284,4 +366,4 @@ def test_a_node_is_drained_first_and_undrained_only_after_its_health_its_server_
         "{{ __gpu_node_health_plan.reset }}")
     assert steps["Reboot the node"]["when"] == "__gpu_node_health_plan.action == 'reboot'"
     assert steps["Ask the server for one generation"]["ansible.builtin.include_tasks"] == "upgrade_generate.yml"
-    assert steps["Undrain the node"]["ansible.builtin.include_tasks"] == "{{ __gpu_node_undrain_tasks }}"
+    assert steps["Undrain the node"]["ansible.builtin.include_tasks"] == "node_undrain.yml"

@@ -210,4 +210,92 @@ def plan(running, target, record, serving):
         "from_venv": record["from_venv"] if record else running["venv"],
         "to_venv": target["venv"],
         "note": note,
+        "seconds_to_ready": None,
+        "diagnosis": note,
+        "halts": False,
+        "message": note or ("%s -> %s: %s" % (source, target["profile"], outcome)),
     }
+
+
+# What a node's record becomes on each event of the upgrade, from the outcomes it may come from. A node whose outcome
+# is in HALTING ends the switching before the next batch.
+EVENTS = {
+    "not_prepared": (None, "prepared", "unchanged", "upgraded"),
+    "ready": ("prepared",),
+    "switch_failed": ("prepared", "upgraded"),
+    "rolled_back": ("rolling back",),
+    "rollback_failed": ("rolling back",),
+    "prune_failed": ("upgraded", "unchanged"),
+}
+HALTING = ("not prepared", "rolling back", "rolled back", "ROLLBACK FAILED")
+UNTOUCHED = " The old server was not touched."
+
+
+def _failure(evidence):
+    """The failed task and what it said, as one line: 'TASK: MESSAGE'."""
+    return "%s: %s" % (evidence.get("task") or "a task", evidence.get("msg") or "failed")
+
+
+def _seconds_since_stop(record, evidence):
+    return round(float(evidence["now"]) - float(record["stopped_at"] if record.get("stopped_at") is not None
+                                                  else evidence["stopped_at"]), 1)
+
+
+def transition(record, event, evidence):
+    """The node's next record and the message that says what happened, on event, from record (the gpu_node_upgrade
+    fact; None before plan() made one) and evidence (what the playbook saw):
+
+    - not_prepared {task, msg, from, to}: prepare, the GPUs' second look or the second verification failed; the
+      server was not touched and the node is not switched;
+    - ready {stopped_at, now}: the new server passed its gate; seconds_to_ready counts from the stop, or from the
+      stop an interrupted run recorded;
+    - switch_failed {task, msg, known}: the switch or its gate failed (known: the diagnosis {cause, fix} of a
+      failure SGLang's log names, else null); the node is rolled back;
+    - rolled_back {stopped_at, now, restored}: the old server passed its gate again (restored: node_snapshot's
+      result, {actions, msg, source});
+    - rollback_failed {task, msg}: the rollback failed too: the node does not serve;
+    - prune_failed {msg}: old virtualenvs could not be removed; the node serves on the target.
+
+    An event from an outcome it cannot follow (a node rolled back reported ready, a node never prepared rolled back)
+    raises ValueError: the playbook has lost track of the node, which must not be reported as anything."""
+    if event not in EVENTS:
+        raise ValueError("unknown upgrade event %r: one of %s" % (event, ", ".join(sorted(EVENTS))))
+    outcome = None if record is None else record["outcome"]
+    if outcome not in EVENTS[event]:
+        raise ValueError("a node whose upgrade is %s cannot be %s" % (outcome or "not planned", event.replace("_", " ")))
+    following = dict(record or {
+        "from": evidence.get("from") or "unknown", "to": evidence.get("to") or "(none)", "resumed": False,
+        "snapshot": False, "stopped_at": None, "from_venv": None, "to_venv": None, "note": None,
+        "seconds_to_ready": None, "diagnosis": None})
+    move = "%s -> %s" % (following["from"], following["to"])
+    if event == "not_prepared":
+        following.update(needed=False, outcome="not prepared", diagnosis=_failure(evidence) + UNTOUCHED)
+        message = "%s not switched: %s" % (move, following["diagnosis"])
+    elif event == "ready":
+        following.update(outcome="upgraded", seconds_to_ready=_seconds_since_stop(following, evidence))
+        message = "%s upgraded: ready on the new stack %.1f s after the stop" % (move, following["seconds_to_ready"])
+    elif event == "switch_failed":
+        known = evidence.get("known")
+        following.update(outcome="rolling back", diagnosis=(
+            "%s Fix: %s" % (known["cause"], known["fix"]) if known else _failure(evidence)))
+        message = "%s failed, rolling back: %s" % (move, following["diagnosis"])
+    elif event == "rolled_back":
+        restored = evidence["restored"]
+        following.update(outcome="rolled back", seconds_to_ready=_seconds_since_stop(following, evidence),
+                         restored=restored["actions"])
+        if restored.get("source") != "file":
+            following["diagnosis"] = "%s | %s; the next upgrade records the node again" % (
+                following["diagnosis"], restored["msg"])
+        message = "%s rolled back: ready on %s again %.1f s after the stop" % (
+            move, following["from"], following["seconds_to_ready"])
+    elif event == "rollback_failed":
+        following.update(outcome="ROLLBACK FAILED", diagnosis="%s | Rollback: %s" % (
+            following["diagnosis"], _failure(evidence)))
+        message = "%s IS NOT SERVING: the upgrade to %s failed and so did the rollback to %s. %s" % (
+            evidence.get("host", "the node"), following["to"], following["from"], following["diagnosis"])
+    else:
+        following["diagnosis"] = "old virtualenvs not pruned: %s" % (evidence.get("msg") or "failed")
+        message = "%s %s, but %s" % (move, following["outcome"], following["diagnosis"])
+    following["halts"] = following["outcome"] in HALTING
+    following["message"] = message
+    return following, message

@@ -1,20 +1,31 @@
-"""The upgrade_plan filter: the plan core, and a filter error for input the playbook never gives."""
+"""The upgrade_plan and upgrade_transition filters: the cores, and a filter error for input the playbook never
+gives or an event the node cannot be in."""
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.gpu_node.plugins.filter.upgrade_plan import FilterModule
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import plan
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import plan, transition
 
 upgrade_plan = FilterModule().filters()["upgrade_plan"]
+upgrade_transition = FilterModule().filters()["upgrade_transition"]
 CU128 = {"venv": "ml-env.cu128-1a2b3c4d", "profile": "cu128"}
 CU130 = {"venv": "ml-env.cu130-5e6f7a8b", "profile": "cu130"}
 
 
 def test_the_filter_is_the_core():
-    assert FilterModule().filters() == {"upgrade_plan": upgrade_plan}
+    assert FilterModule().filters() == {"upgrade_plan": upgrade_plan, "upgrade_transition": upgrade_transition}
     assert upgrade_plan(CU128, CU130, None, True) == plan(CU128, CU130, None, True)
+    prepared = plan(CU128, CU130, None, True)
+    evidence = {"stopped_at": 1.0, "now": 3.0}
+    assert upgrade_transition(prepared, "ready", evidence) == transition(prepared, "ready", evidence)[0]
 
 
 def test_input_of_the_wrong_shape_is_a_filter_error():
     with pytest.raises(AnsibleFilterError, match="upgrade_plan: incomplete input, KeyError: 'venv'"):
         upgrade_plan({}, CU130, None, True)
+
+
+def test_an_event_the_node_cannot_be_in_is_a_filter_error_naming_it():
+    with pytest.raises(AnsibleFilterError, match="upgrade_transition: ValueError: a node whose upgrade is not planned "
+                                                 "cannot be rolled back"):
+        upgrade_transition(None, "rolled_back", {})

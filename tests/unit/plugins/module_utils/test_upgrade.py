@@ -15,7 +15,9 @@ def test_a_node_on_the_target_that_serves_is_unchanged_and_nothing_is_recorded()
     decided = upgrade.plan(CU130, CU130, None, True)
     assert decided == {"from": "cu130", "to": "cu130", "needed": False, "resumed": False, "outcome": "unchanged",
                        "snapshot": False,
-                       "stopped_at": None, "from_venv": CU130["venv"], "to_venv": CU130["venv"], "note": None}
+                       "stopped_at": None, "from_venv": CU130["venv"], "to_venv": CU130["venv"], "note": None,
+                       "seconds_to_ready": None, "diagnosis": None, "halts": False,
+                       "message": "cu130 -> cu130: unchanged"}
 
 
 def test_a_node_on_the_old_stack_is_switched_from_a_new_snapshot():
@@ -190,3 +192,110 @@ def test_a_lock_is_read_back_as_written_and_anything_else_is_named():
         upgrade.decoded(b"\xff", "lock", upgrade.owner_problems)
     with pytest.raises(upgrade.BadState, match="the lock is not one the upgrade writes: owner lacks"):
         upgrade.decoded(b"{}", "lock", upgrade.owner_problems)
+
+
+# The node's transitions: transition(record, event, evidence) -> (record, message).
+PREPARED = upgrade.plan(CU128, CU130, None, True)
+FAILED_TASK = {"task": "Verify the target's virtualenv again", "msg": "sgl_kernel does not import"}
+
+
+def _walk(*steps, record=PREPARED):
+    for event, evidence in steps:
+        record, _message = upgrade.transition(record, event, evidence)
+    return record
+
+
+def test_a_node_ready_on_the_new_stack_is_upgraded_counting_from_its_stop():
+    record, message = upgrade.transition(PREPARED, "ready", {"stopped_at": 100.0, "now": 112.34})
+    assert (record["outcome"], record["seconds_to_ready"], record["halts"]) == ("upgraded", 12.3, False)
+    assert message == "cu128 -> cu130 upgraded: ready on the new stack 12.3 s after the stop"
+    assert PREPARED["outcome"] == "prepared", "the record given is never changed"
+
+
+def test_a_switch_an_interrupted_run_began_counts_from_the_recorded_stop():
+    resumed = upgrade.plan(CU128, CU130, RECORD, False)
+    record, _message = upgrade.transition(resumed, "ready", {"stopped_at": 2100.0, "now": 2150.0})
+    assert record["seconds_to_ready"] == 150.0
+
+
+def test_a_node_refused_before_its_stop_is_not_prepared_and_halts_the_batches():
+    record, message = upgrade.transition(PREPARED, "not_prepared", FAILED_TASK)
+    assert (record["outcome"], record["needed"], record["halts"]) == ("not prepared", False, True)
+    assert record["diagnosis"] == ("Verify the target's virtualenv again: sgl_kernel does not import"
+                                   " The old server was not touched.")
+    assert message == "cu128 -> cu130 not switched: " + record["diagnosis"]
+
+
+def test_a_node_that_failed_before_it_had_a_plan_is_named_from_the_evidence():
+    record, _message = upgrade.transition(None, "not_prepared", dict(FAILED_TASK, **{"from": "cu128", "to": "cu130"}))
+    assert (record["from"], record["to"], record["outcome"], record["seconds_to_ready"]) == (
+        "cu128", "cu130", "not prepared", None)
+
+
+@pytest.mark.parametrize("known, diagnosis", [
+    ({"cause": "flashinfer's JIT cache is not writable.", "fix": "set HOME"},
+     "flashinfer's JIT cache is not writable. Fix: set HOME"),
+    (None, "Start the server: not ready after 600 s"),
+])
+def test_a_failed_switch_rolls_back_with_the_known_diagnosis_first(known, diagnosis):
+    record, message = upgrade.transition(PREPARED, "switch_failed", {
+        "task": "Start the server", "msg": "not ready after 600 s", "known": known})
+    assert (record["outcome"], record["diagnosis"], record["halts"]) == ("rolling back", diagnosis, True)
+    assert message == "cu128 -> cu130 failed, rolling back: " + diagnosis
+
+
+def test_a_canary_that_failed_its_gate_after_ready_is_rolled_back_not_reported_upgraded():
+    record = _walk(("ready", {"stopped_at": 0, "now": 5}),
+                   ("switch_failed", {"task": "Ensure the canary serves no slower", "msg": "12% slower"}),
+                   ("rolled_back", {"stopped_at": 0, "now": 40,
+                                    "restored": {"actions": ["link"], "msg": "restored", "source": "file"}}))
+    assert (record["outcome"], record["seconds_to_ready"], record["restored"]) == ("rolled back", 40.0, ["link"])
+    assert record["diagnosis"] == "Ensure the canary serves no slower: 12% slower"
+
+
+def test_a_rollback_from_a_fallback_says_the_next_upgrade_records_the_node_again():
+    record = _walk(("switch_failed", {"task": "Start", "msg": "died"}),
+                   ("rolled_back", {"stopped_at": 0, "now": 1, "restored": {
+                       "actions": [], "msg": "the snapshot file was lost: the run's own was restored", "source": "run"}}))
+    assert record["diagnosis"] == ("Start: died | the snapshot file was lost: the run's own was restored; the next "
+                                   "upgrade records the node again")
+
+
+def test_a_failed_rollback_says_loudly_that_the_node_does_not_serve():
+    record, message = upgrade.transition(_walk(("switch_failed", {"task": "Start", "msg": "died"})),
+                                         "rollback_failed", {"task": "Start the old server", "msg": "died too",
+                                                             "host": "node-3"})
+    assert (record["outcome"], record["halts"]) == ("ROLLBACK FAILED", True)
+    assert record["diagnosis"] == "Start: died | Rollback: Start the old server: died too"
+    assert message.startswith("node-3 IS NOT SERVING: the upgrade to cu130 failed and so did the rollback to cu128.")
+
+
+def test_a_failed_prune_keeps_the_outcome_and_says_so():
+    record, _message = upgrade.transition(_walk(("ready", {"stopped_at": 0, "now": 1})), "prune_failed",
+                                          {"msg": "busy"})
+    assert (record["outcome"], record["diagnosis"], record["halts"]) == (
+        "upgraded", "old virtualenvs not pruned: busy", False)
+
+
+@pytest.mark.parametrize("steps, event", [
+    # A node rolled back must never be reported upgraded.
+    ([("switch_failed", {}), ("rolled_back", {"stopped_at": 0, "now": 1,
+                                              "restored": {"actions": [], "msg": "", "source": "file"}})], "ready"),
+    ([("switch_failed", {})], "ready"),
+    ([], "rolled_back"),
+    ([], "rollback_failed"),
+    ([("not_prepared", {})], "ready"),
+    ([("not_prepared", {})], "switch_failed"),
+    ([], "prune_failed"),
+    ([], "upgraded"),
+])
+def test_an_event_the_node_cannot_be_in_is_refused(steps, event):
+    with pytest.raises(ValueError):
+        upgrade.transition(_walk(*steps), event, {"stopped_at": 0, "now": 1, "task": "t", "msg": "m"})
+
+
+def test_an_interrupted_node_is_switched_again_by_the_next_run_not_skipped():
+    """A run killed after the link moved left the record; the node does not serve: the next run switches it."""
+    record = upgrade.plan(CU130, CU130, RECORD, False)
+    assert (record["needed"], record["outcome"], record["halts"]) == (True, "prepared", False)
+    assert _walk(("ready", {"stopped_at": 0, "now": 2001.0}), record=record)["seconds_to_ready"] == 1.0
