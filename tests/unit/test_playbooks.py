@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
@@ -42,6 +43,10 @@ def upgrade_plays():
     return [dict(play, tasks=imported(play["tasks"])) for play in plays("upgrade.yml")]
 
 
+def health_plays():
+    return [dict(play, tasks=imported(play["tasks"])) for play in plays("health.yml")]
+
+
 def test_site_switches_a_nodes_stack_in_the_same_batch_as_its_server():
     """With gpu_node_serial, a node's stack must not move before its own turn: one play, serial, every role."""
     play, _gateway, service_discovery = plays("site.yml")
@@ -79,6 +84,14 @@ def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_ro
     rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
                          if "ansible.builtin.include_role" in task]
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
+
+
+@pytest.mark.parametrize("path", sorted(PLAYBOOKS.glob("*.yml")), ids=lambda path: path.name)
+def test_every_playbook_is_a_table_of_contents(path):
+    """A playbook shows its plays and their steps at a glance; a step's tasks live in playbooks/tasks/."""
+    length = len(path.read_text().splitlines())
+    assert length <= 150, "%s has %d lines, over 150: move coherent steps into playbooks/tasks/ (import_tasks)" % (
+        path.name, length)
 
 
 def test_the_upgrade_playbook_is_a_table_of_contents_and_its_record_changes_only_by_transition():
@@ -210,7 +223,7 @@ def test_monitoring_is_opt_in_and_the_service_discovery_file_is_written_once_on_
 
 
 def test_health_reads_every_node_at_once_and_reports_on_the_controller_as_diagnose_does():
-    _evidence, nodes, _remediation, report = plays("health.yml")
+    _evidence, nodes, _remediation, report = health_plays()
     assert nodes["strategy"] == "free" and "serial" not in nodes
     assert nodes["hosts"] == report["hosts"] == (
         "{{ [] if gpu_node_health_evidence is defined else gpu_node_hosts | default('gpu_nodes') }}")
@@ -229,7 +242,7 @@ def test_health_reads_every_node_at_once_and_reports_on_the_controller_as_diagno
 
 
 def test_health_assesses_saved_evidence_on_the_controller_alone_and_no_node():
-    evidence, nodes, _remediation, report = plays("health.yml")
+    evidence, nodes, _remediation, report = health_plays()
     assert (evidence["hosts"], evidence["connection"], evidence["become"]) == ("localhost", "local", False)
     (assess,) = evidence["tasks"]
     assert assess["when"] == "gpu_node_health_evidence is defined"
@@ -242,7 +255,7 @@ def test_health_assesses_saved_evidence_on_the_controller_alone_and_no_node():
 
 
 def test_health_drains_only_an_unhealthy_node_and_only_when_asked_with_the_upgrades_hook():
-    _evidence, nodes, _remediation, _report = plays("health.yml")
+    _evidence, nodes, _remediation, _report = health_plays()
     (drain,) = [task for task in nodes["tasks"] if task["name"] == "Drain the unhealthy node"]
     assert drain["when"] == ["gpu_node_health_drain | default(false) | bool",
                              "preflight_gpu_health.verdict == 'unhealthy'"]
@@ -309,7 +322,7 @@ def test_a_drain_runs_the_users_hook_else_the_gateway_roles_entry_point_with_its
 
 def test_serve_and_health_check_the_gateway_through_its_role_where_the_drain_built_in_applies():
     serving, _service_discovery = plays("serve.yml")
-    _evidence, nodes, _remediation, _report = plays("health.yml")
+    _evidence, nodes, _remediation, _report = health_plays()
     checks = [task for task in serving["pre_tasks"] + nodes["tasks"]
               if task["name"].startswith("Ensure the model gateway can be asked to drain")]
     assert len(checks) == 2
@@ -322,7 +335,7 @@ def test_serve_and_health_check_the_gateway_through_its_role_where_the_drain_bui
 
 
 def test_health_plans_a_remediation_only_when_asked_and_acts_only_with_apply_after_refusing_bad_input():
-    _evidence, nodes, _remediation, _report = plays("health.yml")
+    _evidence, nodes, _remediation, _report = health_plays()
     names = [task["name"] for task in nodes["tasks"]]
     (known,) = [task for task in nodes["tasks"] if task["name"].startswith("Ensure the remediation asked for is known")]
     assert "__gpu_node_health_remediate in ['off', 'plan', 'apply']" in known["ansible.builtin.assert"]["that"]
@@ -336,7 +349,7 @@ def test_health_plans_a_remediation_only_when_asked_and_acts_only_with_apply_aft
 
 
 def test_the_remediation_goes_in_the_upgrades_batches_and_stops_after_a_node_that_did_not_come_back():
-    _evidence, _nodes, remediation, _report = plays("health.yml")
+    _evidence, _nodes, remediation, _report = health_plays()
     # The upgrade's batch rule, read from vars/upgrade.yml, never copied; the acting nodes alone, canaries first.
     assert remediation["serial"] == "{{ __gpu_node_upgrade_serial }}"
     assert "vars/upgrade.yml" in remediation["vars_files"] and remediation["max_fail_percentage"] == 0
