@@ -116,7 +116,9 @@ make_model() {
     /opt/torch/.venv/bin/python -m pip install -q --no-index --find-links /tmp/wheelhouse --no-compile \
       --target "$state/model-site" transformers tokenizers
     echo "\$ make_tiny_model.py $model --size $size"
-    PYTHONPATH=$state/model-site /opt/torch/.venv/bin/python tests/device/make_tiny_model.py "$model" --size "$size"
+    # No progress bars: their carriage returns would end up in tests/data, which keeps plain lines.
+    HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 PYTHONPATH=$state/model-site \
+      /opt/torch/.venv/bin/python tests/device/make_tiny_model.py "$model" --size "$size"
   } >>"$log" 2>&1
   [ -e "$model/config.json" ] || { echo "no model was made" >>"$log"; failed=1; }
   chmod -R a+rX "$model"

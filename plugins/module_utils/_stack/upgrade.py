@@ -237,8 +237,8 @@ def _failure(evidence):
 
 
 def _seconds_since_stop(record, evidence):
-    return round(float(evidence["now"]) - float(record["stopped_at"] if record.get("stopped_at") is not None
-                                                  else evidence["stopped_at"]), 1)
+    stopped_at = record["stopped_at"] if record.get("stopped_at") is not None else evidence["stopped_at"]
+    return round(float(evidence["now"]) - float(stopped_at), 1)
 
 
 def transition(record, event, evidence):

@@ -263,7 +263,7 @@ def test_the_tasks_keep_exactly_what_the_check_declares(alternative):
     # Each is read from the declaration, never stated again in a task.
     assert stated(set(name for _kind, name in expected)) == []
     assert {thing["part"] for thing in things} == {"repository", "toolkit", "registration"}
-    assert ("alternative", "cuda") in expected if alternative else all(kind != "alternative" for kind, _ in expected)
+    assert ("alternative", "cuda") in expected if alternative else all(kind != "alternative" for kind, _name in expected)
 
 
 def test_a_thing_added_to_the_declaration_is_kept_with_no_other_change_and_an_unknown_module_is_refused():

@@ -199,7 +199,8 @@ PREPARED = upgrade.plan(CU128, CU130, None, True)
 FAILED_TASK = {"task": "Verify the target's virtualenv again", "msg": "sgl_kernel does not import"}
 
 
-def _walk(*steps, record=PREPARED):
+def _walk(*steps, record=None):
+    record = PREPARED if record is None else record
     for event, evidence in steps:
         record, _message = upgrade.transition(record, event, evidence)
     return record
