@@ -168,6 +168,8 @@ def command_problems(argv):
     if program == "ansible-builder":
         files = [argv[index + 1] for index, argument in enumerate(argv[:-1]) if argument in ("-f", "--file")]
         return ["%s does not exist" % name for name in files if not (CHECKOUT / name).is_file()], []
+    if program.rsplit("/", 1)[-1] in ("python", "python3") and len(argv) > 1 and not argv[1].startswith("-"):
+        return ([] if (CHECKOUT / argv[1]).is_file() else ["%s does not exist" % argv[1]]), []
     return ["`%s` is a command this test does not know how to check: teach it" % program], []
 
 
@@ -296,6 +298,11 @@ def test_a_missing_playbook_a_broken_yaml_example_and_unknown_commands_are_each_
                      "`curl` is a command this test does not know", "broken.md:11: does not parse as YAML",
                      "broken.md:16: a fenced block of language ''"):
         assert any(expected in problem for problem in problems), (expected, problems)
+
+
+def test_a_python_script_the_documentation_runs_must_exist():
+    assert command_problems([".venv/bin/python", "bench/test_steps.py", "--dry-run"]) == ([], [])
+    assert command_problems(["python3", "bench/no_such_bench.py"]) == (["bench/no_such_bench.py does not exist"], [])
 
 
 def test_an_example_play_with_a_module_that_does_not_exist_fails_the_syntax_check(tmp_path):
