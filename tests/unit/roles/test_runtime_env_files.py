@@ -48,10 +48,12 @@ def environment():
     return found
 
 
-def rendered_by_the_role():
-    """__runtime_env_files as the role's vars evaluate it, and the templates its lookups rendered."""
+def rendered_by_the_role(**run):
+    """__runtime_env_files as the role's vars evaluate it in a run with the variables run (ansible_managed and
+    runtime_env_venv_path by default as site's), and the templates its lookups rendered."""
     jinja, looked_up = environment(), []
-    variables = dict(ansible_managed="Ansible managed", __runtime_env_settings=SETTINGS)
+    variables = dict(dict(ansible_managed="Ansible managed", runtime_env_venv_path="/opt/ml-env"), **run)
+    variables["__runtime_env_settings"] = SETTINGS
 
     def lookup(plugin, name):
         assert plugin == "ansible.builtin.template", plugin
@@ -120,3 +122,26 @@ def test_a_change_of_any_file_the_role_writes_restarts_the_server(tmp_path, name
     with open(str(site / name), "a") as edited:
         edited.write("# edited by hand\n")
     assert runs_from_digest(str(tmp_path)) != before
+
+
+def test_site_after_the_upgrade_finds_the_files_the_upgrade_rendered_and_keeps_the_servers_digest(tmp_path):
+    """The upgrade renders into the target's own directory, from its own run (whose ansible_managed may name another
+    controller, time or play); the switch starts the server through the stable link; site then renders through the
+    link. Any byte of difference would be written again and would restart the server, outside any drain."""
+    target = tmp_path / "ml-env.cu130-0123456789ab"
+    site = venv_with(target, [])
+    link = tmp_path / "ml-env"
+    link.symlink_to(target.name)
+    upgrade_files, _ = rendered_by_the_role(runtime_env_venv_path=str(target),
+                                            ansible_managed="Ansible managed: upgrade on awx-job-7f3c at 09:14")
+    for name, content in upgrade_files.items():
+        (site / name).write_text(content)
+    started_with = runs_from_digest(str(link))
+
+    site_files, _ = rendered_by_the_role(runtime_env_venv_path=str(link),
+                                         ansible_managed="Ansible managed: site on ops-laptop at 11:02")
+    found = dict((name, (link / "lib" / "python3.11" / "site-packages" / name).read_text()) for name in RENDERED_FILES)
+    assert found == site_files
+    for name, content in site_files.items():
+        (site / name).write_text(content)
+    assert runs_from_digest(str(link)) == started_with

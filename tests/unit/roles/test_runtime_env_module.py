@@ -27,14 +27,14 @@ CACHES = dict(cache_root="/var/lib/sglang/.cache/blackwell-gpu-node", hf_home="/
                              "python": {"torch": {"version": "2.9.1+cu130", "cuda": "13.0"}}})
 
 
-def render(venv_path="/opt/ml-env", force=(), **more):
+def render(venv_path="/opt/ml-env", force=(), ansible_managed="Ansible managed", **more):
     settings = build_environment(venv_path=venv_path if more else "/opt/ml-env", force=list(force),
                                  **dict(SETTINGS, **more))
     environment = jinja2.Environment(keep_trailing_newline=True)
     environment.filters.update(AnsibleFilters().filters())
     environment.filters.update(("blackwell.gpu_node." + name, function) for name, function in FilterModule().filters().items())
     return environment.from_string(TEMPLATE.read_text()).render(
-        ansible_managed="Ansible managed", runtime_env_venv_path=venv_path, __runtime_env_settings=settings)
+        ansible_managed=ansible_managed, runtime_env_venv_path=venv_path, __runtime_env_settings=settings)
 
 
 def run(source, tmp_path, monkeypatch, environ):
@@ -73,6 +73,19 @@ def test_the_text_is_the_same_whatever_path_the_virtualenv_is_named_by(venv_path
     # restarts the server on the next site (the digest of what it runs from covers the module). Nor can a hostile
     # path add code, whether or not the role refused it first.
     assert render(venv_path=venv_path) == render(venv_path="/opt/ml-env")
+
+
+@pytest.mark.parametrize("ansible_managed", [
+    "Ansible managed: _blackwell_gpu_node_env.py.j2 modified on 2026-12-08 09:14:02 by root on awx-job-7f3c",
+    "Managed by the upgrade playbook",
+    "",
+])
+def test_the_text_is_the_same_whatever_the_controllers_ansible_managed(ansible_managed):
+    # The upgrade's run and site's (or two controllers, an AWX job's pod among them) can have their own
+    # ansible_managed; the text that decides a restart follows from the settings alone. Its first line is what the
+    # default gives, so that a module rendered with the default stays as it is.
+    assert render(ansible_managed=ansible_managed) == render()
+    assert render().startswith("# Ansible managed\n# Rendered by the blackwell.gpu_node.runtime_env role.\n")
 
 
 @pytest.mark.parametrize("venv_path", ["/var/lib/sglang/venvs/cu130-0123456789ab", "/var/lib/sglang/ml-env"])

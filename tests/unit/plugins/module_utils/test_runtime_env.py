@@ -409,7 +409,7 @@ def test_a_changed_environment_is_not_converged(environment):
 
 
 def test_a_changed_module_text_alone_is_not_converged():
-    # ansible_managed, FORCE: inputs that only the rendered text shows.
+    # FORCE: an input that only the rendered text shows.
     assert unconverged_reasons(converged_observation(), ENVIRONMENT, dict(FILES, **{MODULE_FILE: "FORCE = 1\n"}))
 
 
