@@ -11,10 +11,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import plan, transition
 
 
-def upgrade_plan(running, target, record, serving):
+def upgrade_plan(running, target, record, serving, gates):
     try:
-        return plan(running, target, record, serving)
-    except (AttributeError, KeyError, TypeError) as exc:
+        return plan(running, target, record, serving, list(gates))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("upgrade_plan: incomplete input, %s: %s" % (type(exc).__name__, exc))
 
 

@@ -18,12 +18,14 @@ description:
   - Internal to the C(blackwell.gpu_node.upgrade) playbook, which calls it; not meant for playbooks of your own.
   - "Both live in C(<state_dir>/upgrade/), root's and C(0700), every level from C(/) root's and writable by root
     alone: C(lock.json) names the run that holds the node (its id, controller, process, user and start),
-    C(switch.json) records a switch from its stop until its gate passes or its rollback ends (the run, the profiles
-    and virtualenvs from and to, the time the server stopped). Each is a line of JSON read as a regular file of at
-    most 16 KiB, never through a link."
+    C(switch.json) records a switch from its stop until its gates pass or its rollback ends (the run, the profiles
+    and virtualenvs from and to, the time the server stopped, the gates the new server takes and those it passed,
+    and the baselines measured on the old stack that its gates compare with). Each is a line of JSON read as a
+    regular file of at most 16 KiB, never through a link."
   - O(state=locked) takes the lock for O(owner), atomically; a lock another run holds is taken over only when that
     run's id is O(gone_run) (the playbook proves on the controller that its process is gone), and is reported in
-    RV(holder) otherwise, with RV(locked) false. It returns the switch record in RV(record).
+    RV(holder) otherwise, with RV(locked) false, RV(message) saying in what state that run left the node (from
+    the switch record and O(running)) and how to take it over. It returns the switch record in RV(record).
   - O(state=switching) writes the record (O(record), with the run's id) while O(owner) holds the lock;
     O(state=ended) removes it. O(state=released) releases O(owner)'s lock, and leaves the record.
   - M(blackwell.gpu_node.upgrade_state_info) reads both and changes nothing.
@@ -58,10 +60,27 @@ options:
   gone_run:
     description: For O(state=locked), the id of a run the controller proved gone, whose lock is taken over.
     type: str
+  running:
+    description: For O(state=locked), what the node runs as the playbook saw it just before, named in a refusal.
+    type: dict
+    suboptions:
+      venv:
+        description: The virtualenv the stable link points at; null when there is no link.
+        type: str
+      profile:
+        description: Its stack profile; null when unknown.
+        type: str
+      serving:
+        description: Whether the node's server answered just now.
+        type: bool
+        default: false
   record:
     description:
       - For O(state=switching), the switch, keys C(from), C(to), C(from_venv), C(to_venv) and C(stopped_at) (seconds
         since the epoch).
+      - Optional keys C(gates) (the gates its new server takes, of C(ready), C(generate), C(benchmark), C(gateway)),
+        C(passed) (those it passed) and C(before) (C(benchmark) and C(gateway) to the baseline measured on the old
+        stack); a record without them names none.
     type: dict
 seealso:
   - module: blackwell.gpu_node.upgrade_state_info
@@ -91,7 +110,8 @@ record:
   returned: always
   type: dict
   sample: {run: 9f0c2e4b6a8d4f10b2c3d4e5f6a7b8c9, from: cu128, to: cu130, from_venv: ml-env.cu128-1a2b3c4d,
-           to_venv: ml-env.cu130-5e6f7a8b, stopped_at: 1796302061.2}
+           to_venv: ml-env.cu130-5e6f7a8b, stopped_at: 1796302061.2, gates: [ready, generate],
+           passed: [ready], before: {}}
 message:
   description: What a run holding the node or a record left means, and what to do; empty when neither.
   returned: always
@@ -128,6 +148,8 @@ def main():
             state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
             owner=dict(type="dict", required=True),
             gone_run=dict(type="str"),
+            running=dict(type="dict", options=dict(venv=dict(type="str"), profile=dict(type="str"),
+                                                   serving=dict(type="bool", default=False))),
             record=dict(type="dict"),
         ),
         required_if=[("state", "switching", ["record"])],
@@ -147,12 +169,12 @@ def main():
             decision = lock_decision(holder, owner, params["gone_run"])
             if decision == "refuse":
                 module.exit_json(changed=False, locked=False, holder=holder, record=record,
-                                 message=refusal(holder, owner, record, now, lock_file))
+                                 message=refusal(holder, owner, record, now, lock_file, params["running"]))
             if decision != "keep" and not module.check_mode:
                 if decision == "take" and not create_exclusively(node.directory, LOCK, encoded(owner), 0o600):
                     holder = node.lock()
                     module.exit_json(changed=False, locked=False, holder=holder, record=record,
-                                     message=refusal(holder, owner, record, now, lock_file))
+                                     message=refusal(holder, owner, record, now, lock_file, params["running"]))
                 if decision == "replace":
                     write_atomically(node.directory, LOCK, encoded(owner), 0o600)
             changed, holder = decision != "keep", owner

@@ -137,9 +137,77 @@ def test_only_the_linker_and_the_link_change_while_the_server_is_down_and_login_
         "Start the server on the new stack and wait for the ready line and /health")]
     assert [task["ansible.builtin.include_role"].get("tasks_from") for task in down] == ["linker.yml", "link.yml"]
     assert names.index("Give login shells the target's CUDA") == names.index("Note that the node serves on the new stack") + 1
-    finishing = [task for task in switch["tasks"] if task.get("when") == "not gpu_node_upgrade.needed and gpu_node_upgrade.resumed"]
-    assert finishing[0]["ansible.builtin.include_role"]["tasks_from"] == "login_shells.yml"
-    assert finishing[-1]["name"] == "End the record of the switch"
+
+
+def test_a_switch_an_interrupted_run_left_serving_takes_the_gates_it_had_not_passed_and_is_rolled_back_if_one_fails():
+    """The re-run of a canary killed before its measurement on the new stack skipped that gate and kept the slow
+    server: a node that serves on the target went past the gate, which ran only for a node to switch."""
+    _prepare, switch, _release, _report = upgrade_plays()
+    (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
+    assert switching["when"] == ("gpu_node_upgrade.needed or (gpu_node_upgrade.resumed and gpu_node_upgrade.outcome "
+                                 "!= 'not prepared')")
+    switched = tasks("upgrade_switch.yml")
+    for task in switching["block"][:len(switched)]:
+        assert "gpu_node_upgrade.needed" in ([task["when"]] if isinstance(task["when"], str) else task["when"])
+    gate = switching["block"][len(switched):]
+    assert [task["name"] for task in gate] == [task["name"] for task in tasks("upgrade_gate.yml")]
+    steps = dict((task["name"], task) for task in gate)
+    benchmark = ["Ensure the canary's baseline on the old stack was kept", "Measure the canary's server on the new stack",
+                 "Ensure the canary serves no slower on the new stack", "Keep on the node that the canary serves no slower"]
+    names = [task["name"] for task in gate]
+    assert [names.index(name) for name in benchmark] == sorted(names.index(name) for name in benchmark)
+    assert names.index(benchmark[-1]) < names.index("Note that the node serves on the new stack")
+    for name in benchmark:
+        assert steps[name]["when"] == "'benchmark' in gpu_node_upgrade.pending"
+    # The baseline is the node's record's, which the switch record on the node keeps: not the killed run's memory.
+    assert "benchmark_compare(gpu_node_upgrade.before.benchmark," in (
+        steps[benchmark[2]]["vars"]["__gpu_node_upgrade_benchmark_change"])
+    assert steps[benchmark[0]]["ansible.builtin.assert"]["that"] == "'benchmark' in gpu_node_upgrade.before"
+    assert steps["Ask the new server for one generation"]["when"] == "'generate' in gpu_node_upgrade.pending"
+    assert steps["Note that the node serves on the new stack"]["when"] == "gpu_node_upgrade.outcome == 'prepared'"
+    assert names[-1] == "End the record of the switch"
+    # A gate it fails is the switch's failure: the rescue rolls the node back.
+    assert "upgrade_transition('switch_failed'" in switching["rescue"][0]["ansible.builtin.set_fact"]["gpu_node_upgrade"]
+    assert not (PLAYBOOKS / "tasks" / "upgrade_finish.yml").exists()
+
+
+def test_every_gate_passed_and_the_baselines_are_kept_in_the_switch_record_on_the_node():
+    (recorded,) = [task for task in tasks("upgrade_switch.yml") if task["name"].startswith("Record the switch")]
+    record = recorded["blackwell.gpu_node.upgrade_state"]["record"]
+    for key in ("gates", "passed", "before"):
+        assert record[key] == "{{ gpu_node_upgrade.%s }}" % key
+    note, kept = tasks("upgrade_passed.yml")
+    assert "upgrade_transition('passed', {'gates': __gpu_node_upgrade_gates})" in note["ansible.builtin.set_fact"][
+        "gpu_node_upgrade"]
+    rewritten = kept["blackwell.gpu_node.upgrade_state"]
+    assert rewritten["state"] == "switching" and set(rewritten["record"]) == set(record)
+    assert rewritten["record"]["stopped_at"] == (
+        "{{ __gpu_node_upgrade_stopped_at | default(gpu_node_upgrade.recorded_stop) | float }}")
+    passes = [task for task in tasks("upgrade_gate.yml") if task.get("ansible.builtin.include_tasks") == "upgrade_passed.yml"]
+    assert [task["vars"]["__gpu_node_upgrade_gates"] for task in passes] == [
+        "{{ ['ready', 'generate'] | select('in', gpu_node_upgrade.pending) | list }}", ["benchmark"], ["gateway"]]
+    prepare = dict((task["name"], task) for task in tasks("upgrade_prepare.yml"))
+    for name, gate in (("Keep it as the canary's baseline", "benchmark"),
+                       ("Keep it as the fleet's baseline through the gateway", "gateway")):
+        noted = " ".join(prepare[name]["ansible.builtin.set_fact"]["gpu_node_upgrade"].split())
+        assert "upgrade_transition('measured', { 'gate': '%s'," % gate in noted
+
+
+def test_a_node_another_run_holds_is_reported_with_what_it_runs_and_the_state_that_run_left():
+    prepare, _switch, _release, _report = upgrade_plays()
+    (preparing,) = [task for task in prepare["tasks"] if task["name"] == "Prepare the node"]
+    names = [task["name"] for task in preparing["block"]]
+    lock = names.index("Take the node's upgrade lock")
+    assert names.index("Look at the stack the node runs") < lock
+    assert names.index("Ask the node's server for one generation, to know whether it serves") < lock
+    running = preparing["block"][lock]["blackwell.gpu_node.upgrade_state"]["running"]
+    assert running["serving"] == "{{ __gpu_node_upgrade_serves }}"
+    assert running["venv"] == "{{ __gpu_node_upgrade_current.current.venv.target }}"
+    held = preparing["block"][names.index("Ensure no other upgrade runs on the node")]["ansible.builtin.assert"]
+    assert held["that"] == "not __gpu_node_upgrade_held"
+    noted = preparing["rescue"][0]["ansible.builtin.set_fact"]["gpu_node_upgrade"]
+    assert "'held': __gpu_node_upgrade_held | default(false)" in noted
+    assert "'from': __gpu_node_upgrade_current.current.venv.profile" in noted
 
 
 def test_the_upgrades_settings_are_read_through_default_so_that_inventory_reaches_them():

@@ -2,9 +2,10 @@
 # Copyright: (c) 2026, blackwell.gpu_node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
-"""The upgrade playbook's state on a node: the lock that keeps two runs apart, the record of a switch in progress,
-and the plan prepare makes from them and from what the node runs. Pure, for the upgrade_state module, the
-upgrade_plan filter, the upgrade_run lookup and the unit tests."""
+"""The upgrade playbook's state on a node: the lock that keeps two runs apart, the record of a switch in progress
+(with the gates its new server passed and the baselines they compare with), and the plan prepare makes from them and
+from what the node runs. Pure, for the upgrade_state module, the upgrade_plan filter, the upgrade_run lookup and the
+unit tests."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -23,6 +24,14 @@ LIMIT = 16384
 OWNER_KEYS = ("id", "controller", "pid", "pid_started", "user", "started")
 RECORD_KEYS = ("run", "from", "to", "from_venv", "to_venv", "stopped_at")
 RUN_ID = re.compile(r"[0-9a-f]{32}")
+# The gates a new server passes, in the order it passes them: its ready line and /health, one generation, the
+# canary's measurement against its baseline, the fleet's through the gateway. The node is declared upgraded after
+# the first three; the last runs with the canary back in rotation.
+GATES = ("ready", "generate", "benchmark", "gateway")
+# Gates that compare the new stack with a baseline measured on the old one, before the stop.
+BASELINED = ("benchmark", "gateway")
+# What a gate reads of a baseline (benchmark_compare): the rest of a measurement is not kept in the record.
+BASELINE_KEYS = ("host", "time", "workload", "metrics", "stack_profile")
 
 
 class BadState(ValueError):
@@ -69,6 +78,18 @@ def record_problems(record):
     stopped_at = record.get("stopped_at")
     if not isinstance(stopped_at, (int, float)) or isinstance(stopped_at, bool) or stopped_at <= 0:
         problems.append("record.stopped_at must be a time in seconds")
+    # A record without gates, passed or before is read as one that names none.
+    gates, passed = record.get("gates", []), record.get("passed", [])
+    if not isinstance(gates, list) or not all(gate in GATES for gate in gates):
+        problems.append("record.gates must be a list of %s" % ", ".join(GATES))
+    elif not isinstance(passed, list) or not all(gate in gates for gate in passed):
+        problems.append("record.passed must be a list of the record's gates")
+    before = record.get("before", {})
+    if not isinstance(before, dict) or not all(
+            gate in BASELINED and isinstance(figures, dict) for gate, figures in before.items()):
+        problems.append("record.before must map %s to a measurement" % " or ".join(BASELINED))
+    if not problems and len(encoded(record)) > LIMIT:
+        problems.append("the record must be at most %d bytes as JSON" % LIMIT)
     return problems
 
 
@@ -107,33 +128,69 @@ def lock_decision(holder, owner, gone_run):
     return "refuse"
 
 
-def refusal(holder, owner, record, now, lock_path):
-    """Why owner's run may not take the lock holder holds: that run, the switch left on the node when there is one
-    (the record is written just before the server stops, and removed once the new or the old server passed its
-    gate), and how to go on."""
+def _named(profile, venv):
+    return "%s (%s)" % (profile, venv) if venv else profile
+
+
+def _gates_said(record):
+    """Which of a switch's gates its new server passed, as a clause; "" for a record that names none."""
+    gates = record.get("gates") or []
+    if not gates:
+        return ""
+    passed = [gate for gate in gates if gate in (record.get("passed") or [])]
+    left = [gate for gate in gates if gate not in passed]
+    return " (its new server passed %s%s)" % (
+        ", ".join(passed) or "no gate", ", not %s" % ", ".join(left) if left else ", every gate")
+
+
+def _left_in(record, running):
+    """In what state the node is, from its switch record and what it runs ({venv, profile, serving}; None when not
+    looked at)."""
+    if running is None:
+        return ("unless that run is still at it, the node is half-switched and serves nothing" if record else "")
+    link = ("its stable link is on %s" % _named(running.get("profile") or "an unknown profile", running["venv"])
+            if running.get("venv") else "it has no stable virtualenv link")
+    if record is not None and running.get("venv"):
+        link += (", the switch's target," if running["venv"] == record["to_venv"] else
+                 ", the stack the switch began from," if running["venv"] == record["from_venv"] else "")
+    if running.get("serving"):
+        return "%s and its server answers%s" % (link, ": the node serves, half-switched" if record else "")
+    return "%s and its server does not answer: the node is out of service" % link
+
+
+def refusal(holder, owner, record, now, lock_path, running=None):
+    """Why owner's run may not take the lock holder holds: that run, the state it left the node in (the switch
+    record, written just before the server stops and removed once the new or the old server passed its gates, and
+    what the node runs, running: {venv, profile, serving} as the refused run saw it, or None), and how to take the
+    node over."""
     said = ["Another upgrade holds this node: %s" % described(holder, now)]
+    elsewhere = holder["controller"] != owner["controller"]
+    if elsewhere:
+        said[0] += (", a run of another controller: from %s it cannot be told whether that run is still at it or "
+                    "was interrupted" % owner["controller"])
+    state = _left_in(record, running)
     again = "run the upgrade again"
     if record is not None:
-        source = "%s (%s)" % (record["from"], record["from_venv"]) if record["from_venv"] else record["from"]
-        said.append("A switch from %s to %s (%s) that run %s began %d s ago, stopping the node's server, has not "
-                    "ended: unless that run is still at it, the node is half-switched and serves nothing"
-                    % (source, record["to"], record["to_venv"], record["run"][:8],
-                       max(0, int(now - record["stopped_at"]))))
-        again += (": with -e stack_profile=%s it finishes that switch from the snapshot its run took (rolled back if "
-                  "its gate fails)" % record["to"])
+        said.append("A switch from %s to %s that run %s began %d s ago, stopping the node's server, has not ended%s: "
+                    "%s" % (_named(record["from"], record["from_venv"]), _named(record["to"], record["to_venv"]),
+                            record["run"][:8], max(0, int(now - record["stopped_at"])), _gates_said(record), state))
+        again += (": with -e stack_profile=%s it finishes that switch from the snapshot its run took, taking every "
+                  "gate its new server had not passed (rolled back if one fails)" % record["to"])
         if record["from"] != "unknown":
             again += ", with -e stack_profile=%s it abandons it and goes back" % record["from"]
-    if holder["controller"] == owner["controller"]:
+    elif state:
+        said.append("No switch is under way on it: %s" % state)
+    if not elsewhere:
         said.append("Wait for it to end: once its process is gone, a run from this controller takes its lock over "
                     "by itself; %s" % again)
     else:
-        said.append("Wait for it to end. Only a run from %s takes that lock over by itself; from %s, once you are "
-                    "sure that run is gone (process %d on %s no longer runs; an AWX job's pod ends with its job), "
-                    "remove the lock as root on the node (rm %s) and %s" % (
+        said.append("Wait for it to end. Only a run from %s takes that lock over by itself. To take the node over "
+                    "from %s, first make sure that run is gone (process %d on %s no longer runs; an AWX job's pod "
+                    "ends with its job), then remove its lock as root on the node (rm %s)%s, and %s" % (
                         holder["controller"], owner["controller"], holder["pid"], holder["controller"], lock_path,
-                        again))
-    if record is None:
-        said.append("Nothing was changed")
+                        "" if record is None else ", not the switch record beside it, from which the next run "
+                        "finishes or abandons that switch", again))
+    said.append("This run changed nothing on the node")
     return ". ".join(said)
 
 
@@ -146,9 +203,10 @@ def left_behind(holder, record, now, lock_path):
                     "run the upgrade again from its controller, which takes the lock over, or remove %s"
                     % (described(holder, now), lock_path))
     if record is not None:
-        said.append("A switch from %s to %s that began %d s ago did not end here: run the upgrade again "
+        said.append("A switch from %s to %s that began %d s ago did not end here%s: run the upgrade again "
                     "(-e stack_profile=%s) to finish it or roll it back"
-                    % (record["from"], record["to"], max(0, int(now - record["stopped_at"])), record["to"]))
+                    % (record["from"], record["to"], max(0, int(now - record["stopped_at"])), _gates_said(record),
+                       record["to"]))
     return ". ".join(said)
 
 
@@ -161,25 +219,51 @@ def gone(holder, controller, process_started):
     return started is None or (holder["pid_started"] is not None and started != holder["pid_started"])
 
 
-def plan(running, target, record, serving):
+def _in_order(*lists):
+    """The gates any of lists names, each once, in the order the new server passes them."""
+    return [gate for gate in GATES if any(gate in found for found in lists)]
+
+
+def plan(running, target, record, serving, gates=("ready", "generate")):
     """What prepare decides for a node.
 
     running: {"venv": the virtualenv the stable link points at, "profile": its profile}; target: {"venv": the
     target's virtualenv, "profile": the target profile}; record: the switch record a run left on the node (None
-    when none); serving: whether the server answered a generation just now.
+    when none); serving: whether the server answered a generation just now; gates: the gates this run's settings
+    give a switch of this node (of GATES).
 
     A node is unchanged only when it runs the target, serves, and no switch was left. A record means a switch was
     begun and did not end:
     the node was out of service since its stop unless it serves now, its pre-upgrade snapshot is the one that
     switch took and is never taken again. A switch to the target is finished, and counts as a switch from what the
     record says the node ran; one to another profile is abandoned, and the node moves from what it runs to the
-    target."""
+    target.
+
+    A switch finished takes every gate of its record and of this run; one whose node serves on the target now has
+    passed ready and generate (the probe just now is those gates) and what the record says it passed, and is
+    upgraded only once it passed the rest. Its baselines are the record's: the old stack they were measured on no
+    longer runs. A switch begun now takes a baselined gate only where the server that answers now can be measured,
+    before the stop."""
+    unknown = [gate for gate in gates if gate not in GATES]
+    if unknown:
+        raise ValueError("no such gate %s: the gates are %s" % (", ".join(map(str, unknown)), ", ".join(GATES)))
     on_target = running["venv"] == target["venv"]
     needed = not (on_target and serving)
     finishing = record is not None and record["to"] == target["profile"]
     source = record["from"] if finishing else (running["profile"] or "unknown")
     # A node that serves now has been out of service since nothing; one that does not since the recorded stop.
     stopped_at = record["stopped_at"] if record and not serving else None
+    if finishing:
+        # A gate that has lost its baseline is kept: the playbook fails it, and so rolls the node back, rather than
+        # declare a node upgraded that it could not compare.
+        taken = _in_order(record.get("gates") or [], gates)
+    elif needed:
+        taken = _in_order([gate for gate in gates if gate not in BASELINED or serving])
+    else:
+        taken = []
+    passed = _in_order(record.get("passed") or [], ("ready", "generate")) if finishing and not needed else []
+    passed = [gate for gate in passed if gate in taken]
+    pending = [gate for gate in taken if gate not in passed]
     outcome = "prepared" if needed else "unchanged"
     note = None
     if record and not finishing:
@@ -190,10 +274,16 @@ def plan(running, target, record, serving):
                 "goes back to" if target["profile"] == record["from"] else "is switched to", target["profile"])
         else:
             note += ", and the node serves %s: that switch is abandoned" % target["profile"]
+    elif record and not needed and pending:
+        # The run that switched it was interrupted before its new server passed every gate: the node serves on the
+        # target, but is upgraded only once it passed the rest, and rolled back if one fails.
+        outcome = "prepared"
+        note = ("switched by run %s, which was interrupted before the new server passed %s: the node serves %s and "
+                "takes %s now" % (record["run"][:8], ", ".join(pending), target["profile"],
+                                  "that gate" if len(pending) == 1 else "those gates"))
     elif record and not needed:
-        # A run that switched it was interrupted after its gate: the node serves on the target, as the probe proved.
         outcome = "upgraded"
-        note = "switched by run %s, which was interrupted after the new server answered" % record["run"][:8]
+        note = "switched by run %s, which was interrupted after the new server passed every gate" % record["run"][:8]
     elif record:
         note = ("a switch to %s begun by run %s did not end: it is finished from the snapshot that run took"
                 % (record["to"], record["run"][:8]))
@@ -207,8 +297,14 @@ def plan(running, target, record, serving):
         "outcome": outcome,
         "snapshot": needed and record is None and not on_target,
         "stopped_at": stopped_at,
+        # The stop a finished switch's record keeps, for the record rewritten as its gates pass.
+        "recorded_stop": record["stopped_at"] if finishing else None,
         "from_venv": record["from_venv"] if record else running["venv"],
         "to_venv": target["venv"],
+        "gates": taken,
+        "passed": passed,
+        "pending": pending,
+        "before": dict(record.get("before") or {}) if finishing else {},
         "note": note,
         "seconds_to_ready": None,
         "diagnosis": note,
@@ -221,6 +317,8 @@ def plan(running, target, record, serving):
 # is in HALTING ends the switching before the next batch.
 EVENTS = {
     "not_prepared": (None, "prepared", "unchanged", "upgraded"),
+    "measured": ("prepared",),
+    "passed": ("prepared", "upgraded"),
     "ready": ("prepared",),
     "switch_failed": ("prepared", "upgraded"),
     "rolled_back": ("rolling back",),
@@ -245,10 +343,15 @@ def transition(record, event, evidence):
     """The node's next record and the message that says what happened, on event, from record (the gpu_node_upgrade
     fact; None before plan() made one) and evidence (what the playbook saw):
 
-    - not_prepared {task, msg, from, to}: prepare, the GPUs' second look or the second verification failed; the
-      server was not touched and the node is not switched;
-    - ready {stopped_at, now}: the new server passed its gate; seconds_to_ready counts from the stop, or from the
-      stop an interrupted run recorded;
+    - not_prepared {task, msg, from, to, held}: prepare, the GPUs' second look or the second verification failed;
+      the server was not touched and the node is not switched. held: another run holds the node, and msg says in
+      what state it left the node, which this run did not touch;
+    - measured {gate, figures}: the baseline of a gate of BASELINED, measured on the old stack before the stop, kept
+      (what the gate reads of it) for the switch record;
+    - passed {gates}: the new server passed these gates, each one the node still had to pass;
+    - ready {stopped_at, now}: the new server passed every gate before the gateway's; seconds_to_ready counts from
+      the stop, or from the stop an interrupted run recorded, and is null for a node an interrupted run switched
+      that served on the target already;
     - switch_failed {task, msg, known}: the switch or its gate failed (known: the diagnosis {cause, fix} of a
       failure SGLang's log names, else null); the node is rolled back;
     - rolled_back {stopped_at, now, restored}: the old server passed its gate again (restored: node_snapshot's
@@ -256,8 +359,9 @@ def transition(record, event, evidence):
     - rollback_failed {task, msg}: the rollback failed too: the node does not serve;
     - prune_failed {msg}: old virtualenvs could not be removed; the node serves on the target.
 
-    An event from an outcome it cannot follow (a node rolled back reported ready, a node never prepared rolled back)
-    raises ValueError: the playbook has lost track of the node, which must not be reported as anything."""
+    An event from an outcome it cannot follow (a node rolled back reported ready, a node never prepared rolled back),
+    a node ready before it passed its gates or a gate passed twice raises ValueError: the playbook has lost track of
+    the node, which must not be reported as anything."""
     if event not in EVENTS:
         raise ValueError("unknown upgrade event %r: one of %s" % (event, ", ".join(sorted(EVENTS))))
     outcome = None if record is None else record["outcome"]
@@ -265,15 +369,44 @@ def transition(record, event, evidence):
         raise ValueError("a node whose upgrade is %s cannot be %s" % (outcome or "not planned", event.replace("_", " ")))
     following = dict(record or {
         "from": evidence.get("from") or "unknown", "to": evidence.get("to") or "(none)", "resumed": False,
-        "snapshot": False, "stopped_at": None, "from_venv": None, "to_venv": None, "note": None,
-        "seconds_to_ready": None, "diagnosis": None})
+        "snapshot": False, "stopped_at": None, "recorded_stop": None, "from_venv": None, "to_venv": None,
+        "gates": [], "passed": [], "pending": [], "before": {}, "note": None, "seconds_to_ready": None,
+        "diagnosis": None})
     move = "%s -> %s" % (following["from"], following["to"])
     if event == "not_prepared":
-        following.update(needed=False, outcome="not prepared", diagnosis=_failure(evidence) + UNTOUCHED)
+        # A node another run holds was left as that run left it: the message says how, not that it was untouched.
+        following.update(needed=False, outcome="not prepared",
+                         diagnosis=_failure(evidence) + ("" if evidence.get("held") else UNTOUCHED))
         message = "%s not switched: %s" % (move, following["diagnosis"])
+    elif event == "measured":
+        gate = evidence["gate"]
+        if gate not in BASELINED or gate not in following["pending"]:
+            raise ValueError("a node whose switch does not take the %s gate has no baseline for it" % gate)
+        figures = evidence["figures"]
+        following["before"] = dict(following["before"], **{gate: dict(
+            (key, figures[key]) for key in BASELINE_KEYS if key in figures)})
+        message = "%s: the %s gate's baseline measured on %s" % (move, gate, following["from"])
+    elif event == "passed":
+        gates = list(evidence["gates"])
+        if not gates or any(gate not in following["pending"] for gate in gates):
+            raise ValueError("a node that still has to pass %s cannot pass %s" % (
+                ", ".join(following["pending"]) or "no gate", ", ".join(gates) or "no gate"))
+        following["passed"] = [gate for gate in following["gates"] if gate in following["passed"] or gate in gates]
+        following["pending"] = [gate for gate in following["gates"] if gate not in following["passed"]]
+        message = "%s: passed %s" % (move, ", ".join(gates))
     elif event == "ready":
-        following.update(outcome="upgraded", seconds_to_ready=_seconds_since_stop(following, evidence))
-        message = "%s upgraded: ready on the new stack %.1f s after the stop" % (move, following["seconds_to_ready"])
+        # The gateway's gate runs once the node is back in rotation, after it is declared upgraded.
+        before_ready = [gate for gate in following["pending"] if gate != "gateway"]
+        if before_ready:
+            raise ValueError("a node that has not passed %s cannot be ready" % ", ".join(before_ready))
+        if following["needed"]:
+            following.update(outcome="upgraded", seconds_to_ready=_seconds_since_stop(following, evidence))
+            message = "%s upgraded: ready on the new stack %.1f s after the stop" % (
+                move, following["seconds_to_ready"])
+        else:
+            following.update(outcome="upgraded")
+            message = "%s upgraded: it served on the new stack already and has passed %s" % (
+                move, ", ".join(following["passed"]) or "no gate")
     elif event == "switch_failed":
         known = evidence.get("known")
         following.update(outcome="rolling back", diagnosis=(

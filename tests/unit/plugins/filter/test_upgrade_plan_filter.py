@@ -14,15 +14,18 @@ CU130 = {"venv": "ml-env.cu130-5e6f7a8b", "profile": "cu130"}
 
 def test_the_filter_is_the_core():
     assert FilterModule().filters() == {"upgrade_plan": upgrade_plan, "upgrade_transition": upgrade_transition}
-    assert upgrade_plan(CU128, CU130, None, True) == plan(CU128, CU130, None, True)
+    gates = ["ready", "generate", "benchmark"]
+    assert upgrade_plan(CU128, CU130, None, True, gates) == plan(CU128, CU130, None, True, gates)
     prepared = plan(CU128, CU130, None, True)
-    evidence = {"stopped_at": 1.0, "now": 3.0}
-    assert upgrade_transition(prepared, "ready", evidence) == transition(prepared, "ready", evidence)[0]
+    evidence = {"gates": ["ready", "generate"]}
+    assert upgrade_transition(prepared, "passed", evidence) == transition(prepared, "passed", evidence)[0]
 
 
 def test_input_of_the_wrong_shape_is_a_filter_error():
     with pytest.raises(AnsibleFilterError, match="upgrade_plan: incomplete input, KeyError: 'venv'"):
-        upgrade_plan({}, CU130, None, True)
+        upgrade_plan({}, CU130, None, True, ["ready"])
+    with pytest.raises(AnsibleFilterError, match="upgrade_plan: incomplete input, ValueError: no such gate w, a"):
+        upgrade_plan(CU128, CU130, None, True, "wa")
 
 
 def test_an_event_the_node_cannot_be_in_is_a_filter_error_naming_it():
