@@ -8,7 +8,8 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # The gateway's options, which gateway_service and gateway_service_info take and check alike.
+    # The gateway's options, which gateway_service and gateway_service_info take and check alike. The type and
+    # default of state_dir are blackwell.gpu_node.defaults.state_dir's, which both modules extend too.
     DOCUMENTATION = r"""
 options:
   package:
@@ -53,8 +54,6 @@ options:
   state_dir:
     description: Where the pid and state files C(sglang-gateway.pid) and C(sglang-gateway.json) go with
       O(manager=module); root's at every level and writable by root alone.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   log_path:
     description: The gateway's log with O(manager=module) (under systemd the journal keeps it); its directory must be
       root's at every level and writable by root alone.

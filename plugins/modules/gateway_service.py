@@ -40,6 +40,7 @@ description:
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
   - blackwell.gpu_node.gateway_service
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full

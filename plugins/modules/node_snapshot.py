@@ -62,6 +62,8 @@ description:
   - The server is not started or stopped here; the upgrade playbook starts it again from the restored link.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.server_state_dir
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -92,16 +94,10 @@ options:
       - Where snapshots are kept, under C(snapshots/) (C(0700)); created C(0750) when missing.
       - Every level from C(/) must be root's and writable by root alone (a sticky C(/tmp) above root's levels
         is allowed), or snapshots are neither written nor restored there.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   server_name:
     description: The sglang_server instance whose recorded command line is kept.
     type: str
     default: sglang
-  server_state_dir:
-    description: The sglang_server module's O(blackwell.gpu_node.sglang_server#module:state_dir); only read.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   snapshot:
     description:
       - For O(state=restored), the snapshot this run recorded (RV(snapshot) of O(state=recorded)), restored when

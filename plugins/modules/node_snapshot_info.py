@@ -26,6 +26,8 @@ description:
     is null.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.server_state_dir
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -45,16 +47,10 @@ options:
     required: true
   state_dir:
     description: Where snapshots are kept, under C(snapshots/); only read.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   server_name:
     description: The sglang_server instance whose recorded command line is shown.
     type: str
     default: sglang
-  server_state_dir:
-    description: The sglang_server module's O(blackwell.gpu_node.sglang_server#module:state_dir); only read.
-    type: path
-    default: /var/lib/blackwell-gpu-node
 seealso:
   - module: blackwell.gpu_node.node_snapshot
 """

@@ -42,6 +42,7 @@ description:
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
   - blackwell.gpu_node.attributes.facts
+  - blackwell.gpu_node.defaults.server_state_dir
 attributes:
   check_mode:
     support: full
@@ -217,8 +218,6 @@ options:
     description:
       - Where that server's state is recorded
         (M(blackwell.gpu_node.sglang_server)'s O(blackwell.gpu_node.sglang_server#module:state_dir)).
-    type: path
-    default: /var/lib/blackwell-gpu-node
 """
 
 EXAMPLES = r"""
@@ -334,6 +333,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.preflight
     refusal,
     venv_python_state,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.owner import run_answered
@@ -515,7 +515,7 @@ ARGUMENT_SPEC = dict(
     venv_probe=dict(type="str", required=True),
     adopt_probe=dict(type="str"),
     server_name=dict(type="str", default="sglang"),
-    server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+    server_state_dir=dict(type="path", default=STATE_DIR),
 )
 
 

@@ -49,6 +49,7 @@ description:
     playbooks C(blackwell.gpu_node.validate) and C(blackwell.gpu_node.upgrade) use it to prove a server serves.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -65,8 +66,6 @@ options:
     default: sglang
   state_dir:
     description: Where M(blackwell.gpu_node.sglang_server) records the server.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   launch:
     description:
       - Which launch to look at - V(0) the latest, V(1) the one before it, and so on, as far back as the
@@ -358,6 +357,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._node.kernel_log import kernel_events, read_kernel_log
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogPathError
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.capacity import (
@@ -469,7 +469,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", default="sglang"),
-            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            state_dir=dict(type="path", default=STATE_DIR),
             launch=dict(type="int", default=0),
             kernel_log=dict(type="bool", default=True),
             gpu_processes=dict(type="bool", default=True),

@@ -56,6 +56,8 @@ description:
   - Hand RV(offset) and RV(pid) to M(blackwell.gpu_node.wait_for_server) to wait for readiness.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.port
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -176,8 +178,6 @@ options:
       - Directory of the pid and state files, created C(0750) when missing. Not a symbolic link.
       - Root's at every level and writable by root alone, or refused, since the state names the process root
         signals.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   python:
     description:
       - The virtualenv's interpreter that runs the server (O(entrypoint)).
@@ -234,8 +234,6 @@ options:
     default: 127.0.0.1
   port:
     description: C(--port). Must be free, unless this instance's own server holds it.
-    type: int
-    default: 30000
   trust_remote_code:
     description: C(--trust-remote-code).
     type: bool

@@ -26,6 +26,8 @@ description:
     another user can write) fails the task naming the file, as it does for M(blackwell.gpu_node.sglang_server).
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.port
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -44,16 +46,12 @@ options:
     description:
       - Directory of the pid and state files. Not a symbolic link.
       - Root's at every level and writable by root alone, or refused.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   host:
     description: The address whose O(port) RV(port_state) tells of. Must resolve to an address of this host.
     type: str
     default: 127.0.0.1
   port:
     description: The port RV(port_state) tells of.
-    type: int
-    default: 30000
   secret_flags:
     description:
       - Further flags whose values are secrets, besides C(--api-key), C(--admin-api-key) and those the recorded

@@ -33,6 +33,7 @@ description:
     changes.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -49,8 +50,6 @@ options:
     required: true
   state_dir:
     description: The directory that holds C(upgrade/); created C(0750) when missing.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   owner:
     description:
       - This run, as the C(blackwell.gpu_node.upgrade_run) lookup gives it.
@@ -122,6 +121,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     create_exclusively,
@@ -145,7 +145,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", choices=["locked", "switching", "ended", "released"], required=True),
-            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            state_dir=dict(type="path", default=STATE_DIR),
             owner=dict(type="dict", required=True),
             gone_run=dict(type="str"),
             running=dict(type="dict", options=dict(venv=dict(type="str"), profile=dict(type="str"),

@@ -26,6 +26,7 @@ description:
     fix.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -37,8 +38,6 @@ attributes:
 options:
   state_dir:
     description: The directory that holds C(upgrade/).
-    type: path
-    default: /var/lib/blackwell-gpu-node
   require_free:
     description: Fail while a run holds the lock or a switch record is left.
     type: bool
@@ -76,6 +75,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade_node import lock_path, observed
 
@@ -83,7 +83,7 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade_
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            state_dir=dict(type="path", default=STATE_DIR),
             require_free=dict(type="bool", default=False),
         ),
         supports_check_mode=True,

@@ -62,6 +62,7 @@ description:
     (root's, C(0600), the last eight command lines), which is read and written as the other state files are.
 extends_documentation_fragment:
   - blackwell.gpu_node.attributes
+  - blackwell.gpu_node.defaults.state_dir
 attributes:
   check_mode:
     support: full
@@ -186,8 +187,6 @@ options:
     description:
       - Where M(blackwell.gpu_node.sglang_server) records the server O(name); used with O(name) only.
       - Root's at every level and writable by root alone, or refused.
-    type: path
-    default: /var/lib/blackwell-gpu-node
   degraded_start:
     description:
       - What a degraded start (see RV(capacity)) does - V(warn) warns and the task succeeds, V(fail) fails the task
@@ -395,6 +394,7 @@ from urllib.parse import urlparse
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import SERVER_PORT, STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import read_regular
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.log_follower import LogFollower
@@ -463,7 +463,7 @@ def check_options(module):
         parts = urlparse(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             module.fail_json(msg="health_url must be an http:// or https:// URL with a host, "
-                                 "such as http://127.0.0.1:30000/health, not %r" % url)
+                                 "such as http://127.0.0.1:%d/health, not %r" % (SERVER_PORT, url))
     for flag in params["secret_flags"]:
         if not FLAG.fullmatch(flag):
             module.fail_json(msg="secret_flags: %r is not a flag such as --hf-token" % flag)
@@ -511,7 +511,7 @@ def main():
             mask=dict(type="list", elements="str", default=[], no_log=True),
             secret_flags=dict(type="list", elements="str", default=[], no_log=False),
             name=dict(type="str"),
-            state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+            state_dir=dict(type="path", default=STATE_DIR),
             degraded_start=dict(type="str", choices=list(DEGRADED_START), default="warn"),
             degraded_ratio=dict(type="float", default=DEGRADED_RATIO),
         ),

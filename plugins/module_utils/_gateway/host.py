@@ -14,6 +14,7 @@ __metaclass__ = type  # pragma: no mutate
 import os
 import time
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import (
     STATE_MODE,
     launch,
@@ -54,7 +55,7 @@ OPTIONS = dict(
     secrets_path=dict(type="path", default="/etc/blackwell-gpu-node/gateway/secrets.json"),
     workers_path=dict(type="path", default="/etc/blackwell-gpu-node/gateway/workers.json"),
     systemd_unit_dir=dict(type="path", default="/etc/systemd/system"),
-    state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+    state_dir=dict(type="path", default=STATE_DIR),
     log_path=dict(type="path", default="/var/log/blackwell-gpu-node/sglang-gateway.log"),
     host=dict(type="str", default="127.0.0.1"),
     port=dict(type="int", default=30080),

@@ -30,6 +30,7 @@ import re
 import time
 from urllib.parse import quote, urlsplit
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import SERVER_PORT
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     FileRefused,
@@ -50,6 +51,8 @@ NODE_LABEL = "node"
 KEY_LABEL = "blackwell_key_digest"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+# A worker's base URL, as the messages show one.
+URL_EXAMPLE = "http://10.0.0.11:%d" % SERVER_PORT
 # How long the gateway may take to answer one admin request, and what such an answer may weigh.
 REQUEST_TIMEOUT = 10.0
 LISTING_LIMIT = 4 << 20
@@ -77,7 +80,7 @@ def url_problem(url, variable):
     if problem:
         return problem
     if not isinstance(url, str) or not url:
-        return "%s: give the worker's base URL, such as http://10.0.0.11:30000" % variable
+        return "%s: give the worker's base URL, such as %s" % (variable, URL_EXAMPLE)
     try:
         parts = urlsplit(url)
         _port = parts.port  # one out of range raises ValueError
@@ -86,8 +89,8 @@ def url_problem(url, variable):
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "%s=%s is not an http:// or https:// URL with a host" % (variable, url)
     if parts.username is not None or parts.path.strip("/") or parts.query or parts.fragment:
-        return ("%s=%s holds a user, a path, a query or a fragment: give the server's base URL, such as "
-                "http://10.0.0.11:30000" % (variable, url))
+        return ("%s=%s holds a user, a path, a query or a fragment: give the server's base URL, such as %s"
+                % (variable, url, URL_EXAMPLE))
     return None
 
 
@@ -222,7 +225,7 @@ def fleet_workers(nodes, gateway_host):
         hostname = node["name"]
         url = _node_value(node, "worker_url")
         if url is None:
-            port = _node_value(node, "server_port", 30000)
+            port = _node_value(node, "server_port", SERVER_PORT)
             port = int(port) if isinstance(port, str) and port.isdigit() else port
             listen = _node_value(node, "server_host", "127.0.0.1")
             if listen in LOOPBACK_HOSTS and hostname != gateway_host:

@@ -22,6 +22,7 @@ import re
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import ACCOUNT_NAME
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import SERVER_PORT
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import control_character_problem
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.systemd import HARDENING, systemd_quote
 
@@ -205,7 +206,7 @@ def scrape_target_groups(nodes):
         hostname = node["name"]
         endpoints = []
         if _enabled(node, "server_metrics"):
-            endpoints.append(("sglang", "sglang_server_port", _port(node, "server_port", 30000)))
+            endpoints.append(("sglang", "sglang_server_port", _port(node, "server_port", SERVER_PORT)))
         if _enabled(node, "monitoring"):
             endpoints.append(("dcgm", "monitoring_exporter_port", _port(node, "exporter_port", 9400)))
         if not endpoints:

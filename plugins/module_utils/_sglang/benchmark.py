@@ -32,6 +32,8 @@ import time
 from http.client import HTTPConnection, HTTPException, HTTPResponse, HTTPSConnection
 from urllib.parse import unquote, urlsplit
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import SERVER_PORT
+
 # Fixed, named workloads: the same name always sends the same requests, so results compare. decode-heavy is the
 # reference box's use (one stream, short prompt, long answer: the tok/s a user sees).
 WORKLOADS = {
@@ -49,7 +51,7 @@ LINE_LIMIT = 1 << 20
 # The failed requests a result lists by index and reason (the count of all of them is `failed`).
 FAILURES_SHOWN = 20
 SCHEMES = ("http", "https")
-URL_EXAMPLE = "http://127.0.0.1:30000"
+URL_EXAMPLE = "http://127.0.0.1:%d" % SERVER_PORT
 
 
 class BenchmarkError(Exception):

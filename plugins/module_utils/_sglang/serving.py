@@ -25,6 +25,7 @@ import ssl
 import time
 from urllib.parse import urlsplit
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import SERVER_PORT
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.secrets import masked_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import (
     bounded_int,
@@ -45,7 +46,6 @@ READ_SIZE = 1 << 16
 SHOWN_BYTES = 300
 # SGLang's defaults; a server bound to every address is reached through the loopback.
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 30000
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 REASONS = ("timeout", "refused", "connection", "http_status", "empty_text")
 
@@ -70,7 +70,7 @@ def url_problem(url):
         return "%r is not an http:// or https:// URL with a host" % (url,)
     if parts.username is not None or parts.query or parts.fragment:
         return "%r holds a user, a query or a fragment: give the server's base URL, such as " \
-            "http://127.0.0.1:30000" % (url,)
+            "http://%s:%d" % (url, DEFAULT_HOST, SERVER_PORT)
     return None
 
 
@@ -90,7 +90,7 @@ def server_url(argv):
     whose flags are the same) starts."""
     host = flag_value(argv, "--host")
     host = DEFAULT_HOST if host is None or host in WILDCARD_HOSTS else host
-    port = flag_value(argv, "--port") or str(DEFAULT_PORT)
+    port = flag_value(argv, "--port") or str(SERVER_PORT)
     return "http://%s:%s" % ("[%s]" % host if ":" in host else host, port)
 
 

@@ -12,6 +12,7 @@ __metaclass__ = type  # pragma: no mutate
 import os
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.accounts import user_name
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import SERVER_PORT, STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.detached import relaunch_reasons
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import foreign_writable, path_kind
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.processes import process_uid
@@ -28,9 +29,9 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.options
 # launching and stopping need.
 READ_OPTIONS = dict(
     name=dict(type="str", default="sglang"),
-    state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+    state_dir=dict(type="path", default=STATE_DIR),
     host=dict(type="str", default="127.0.0.1"),
-    port=dict(type="int", default=30000),
+    port=dict(type="int", default=SERVER_PORT),
     secret_flags=dict(type="list", elements="str", default=[], no_log=False),
 )
 

@@ -12,6 +12,7 @@ __metaclass__ = type  # pragma: no mutate
 
 import os
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.defaults import STATE_DIR
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.errors import InvalidOption
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files import (
     FileRefused,
@@ -43,9 +44,9 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.snapshot
 READ_OPTIONS = dict(
     name=dict(type="str", default="pre-upgrade"),
     venv_path=dict(type="path", required=True),
-    state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+    state_dir=dict(type="path", default=STATE_DIR),
     server_name=dict(type="str", default="sglang"),
-    server_state_dir=dict(type="path", default="/var/lib/blackwell-gpu-node"),
+    server_state_dir=dict(type="path", default=STATE_DIR),
 )
 
 

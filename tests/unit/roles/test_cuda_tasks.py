@@ -20,6 +20,7 @@ import yaml
 from ansible.plugins.filter.core import FilterModule as AnsibleFilters
 from ansible.plugins.test.core import TestModule as AnsibleTests
 
+from ansible_collections.blackwell.gpu_node.plugins.lookup.defaults import LookupModule as DefaultsLookup
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._cuda.state import managed, platform_settings
 
 CHECKOUT = Path(__file__).resolve().parents[3]
@@ -97,6 +98,8 @@ def role_variables(alternative, state=None):
         variables["__cuda_state"] = state
 
     def lookup(plugin, name):
+        if plugin == "blackwell.gpu_node.defaults":
+            return DefaultsLookup().run([name])[0]
         if plugin == "ansible.builtin.file":
             return (ROLE / "files" / name).read_text()
         return JINJA.from_string((ROLE / "templates" / name).read_text()).render(**variables)
