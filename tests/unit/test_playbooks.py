@@ -235,7 +235,7 @@ def test_no_playbook_wires_the_roles_together():
     for playbook in sorted(PLAYBOOKS.glob("*.yml")):
         for play in yaml.safe_load(playbook.read_text()):
             assert set(play.get("vars_files", [])) <= {"vars/upgrade.yml", "vars/benchmark.yml", "vars/gateway.yml",
-                                                       "vars/health.yml"}, playbook.name
+                                                       "vars/health.yml", "vars/readahead.yml"}, playbook.name
 
 
 def test_service_user_runs_once_per_play_as_a_stage_and_as_a_dependency():
@@ -448,3 +448,23 @@ def test_a_node_is_drained_first_and_undrained_only_after_its_health_its_server_
     assert steps["Reboot the node"]["when"] == "__gpu_node_health_plan.action == 'reboot'"
     assert steps["Ask the server for one generation"]["ansible.builtin.include_tasks"] == "upgrade_generate.yml"
     assert steps["Undrain the node"]["ansible.builtin.include_tasks"] == "node_undrain.yml"
+
+
+def test_a_node_reads_its_model_ahead_in_its_own_turn_before_its_drain():
+    """The upgrade and a rolling serve warm the page cache while the old server still serves: in each node's turn
+    (a later batch would lose pages read at the start), before the drain (the read must not hold the node out)."""
+    recheck = yaml.safe_load((PLAYBOOKS / "tasks" / "upgrade_recheck.yml").read_text())
+    names = [task["name"] for task in recheck]
+    readahead = names.index("Read the model into the page cache while the old server serves")
+    assert readahead < names.index("Drain the node")
+    assert recheck[readahead]["ansible.builtin.include_tasks"] == "model_readahead.yml"
+    serve = plays("serve.yml")[0]
+    names = [task["name"] for task in serve["pre_tasks"]]
+    readahead = names.index("Read the model into the page cache while the server still serves")
+    assert readahead < names.index("Drain the node")
+    assert serve["pre_tasks"][readahead]["when"] == "__gpu_node_serve_drains | bool and __gpu_node_readahead | bool"
+    assert "vars/readahead.yml" in serve["vars_files"]
+    switching = [play for play in plays("upgrade.yml") if "vars/readahead.yml" in play.get("vars_files", [])]
+    assert len(switching) == 1 and "upgrade_recheck.yml" in yaml.safe_dump(switching[0])
+    tasks = yaml.safe_load((PLAYBOOKS / "tasks" / "model_readahead.yml").read_text())
+    assert tasks[0]["failed_when"] is False and "blackwell.gpu_node.model_readahead" in tasks[0]
