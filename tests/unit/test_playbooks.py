@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack.upgrade import STEP_NAMES
+
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 ROLES = ["blackwell.gpu_node.%s" % name
          for name in ("preflight", "cuda", "service_user", "ml_stack", "runtime_env", "monitoring", "sglang_server")]
@@ -80,7 +82,8 @@ def test_the_upgrade_switches_before_it_reports_and_never_reincludes_roles_to_ro
     assert report["hosts"] == "localhost"
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     rollback = switching["rescue"][1]
-    assert rollback["block"][1]["blackwell.gpu_node.node_snapshot"]["state"] == "restored"
+    (restore,) = [task for task in rollback["block"] if "blackwell.gpu_node.node_snapshot" in task]
+    assert restore["blackwell.gpu_node.node_snapshot"]["state"] == "restored"
     rolled_back_roles = [task["ansible.builtin.include_role"]["name"] for task in rollback["block"]
                          if "ansible.builtin.include_role" in task]
     assert rolled_back_roles == ["blackwell.gpu_node.sglang_server"]
@@ -123,7 +126,8 @@ def test_the_rollback_falls_back_to_the_runs_snapshot_and_to_the_virtualenv_the_
     _prepare, switch, _release, _report = upgrade_plays()
     (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
     (record,) = [task for task in switching["block"] if task["name"].startswith("Record the switch")]
-    restore = switching["rescue"][1]["block"][1]["blackwell.gpu_node.node_snapshot"]
+    (restore,) = [task["blackwell.gpu_node.node_snapshot"] for task in switching["rescue"][1]["block"]
+                  if "blackwell.gpu_node.node_snapshot" in task]
     assert restore["snapshot"] == "{{ __gpu_node_upgrade_recorded.snapshot | default(omit) }}"
     recorded_from = record["blackwell.gpu_node.upgrade_state"]["record"]["from_venv"]
     assert restore["fallback_venv"] == recorded_from.replace(" }}", " | default(omit, true) }}")
@@ -135,7 +139,11 @@ def test_only_the_linker_and_the_link_change_while_the_server_is_down_and_login_
     names = [task["name"] for task in switching["block"]]
     down = switching["block"][names.index("Stop the server") + 1:names.index(
         "Start the server on the new stack and wait for the ready line and /health")]
-    assert [task["ansible.builtin.include_role"].get("tasks_from") for task in down] == ["linker.yml", "link.yml"]
+    # Beside them, only the note of the start in the node's timeline, which changes nothing on the node.
+    assert [task["ansible.builtin.include_role"].get("tasks_from") for task in down
+            if "ansible.builtin.set_fact" not in task] == ["linker.yml", "link.yml"]
+    assert [list(task["ansible.builtin.set_fact"]) for task in down if "ansible.builtin.set_fact" in task] == [
+        ["gpu_node_upgrade"]]
     assert names.index("Give login shells the target's CUDA") == names.index("Note that the node serves on the new stack") + 1
 
 
@@ -468,3 +476,82 @@ def test_a_node_reads_its_model_ahead_in_its_own_turn_before_its_drain():
     assert len(switching) == 1 and "upgrade_recheck.yml" in yaml.safe_dump(switching[0])
     tasks = yaml.safe_load((PLAYBOOKS / "tasks" / "model_readahead.yml").read_text())
     assert tasks[0]["failed_when"] is False and "blackwell.gpu_node.model_readahead" in tasks[0]
+
+
+def _steps_noted(task_list):
+    """The steps of the node's timeline that task_list notes, in order, each with its task."""
+    found = []
+    for task in task_list:
+        noted = " ".join(str(task.get("ansible.builtin.set_fact", {}).get("gpu_node_upgrade", "")).split())
+        step = re.search(r"upgrade_transition\('step', \{ ?'name': '(\w+)', 'at': now\(\)\.timestamp\(\)", noted)
+        if step:
+            found.append((step.group(1), task))
+    return found
+
+
+def test_each_step_of_a_nodes_outage_is_noted_in_its_timeline_where_it_happens_in_the_order_the_record_takes():
+    _prepare, switch, _release, _report = upgrade_plays()
+    names = [task["name"] for task in switch["tasks"]]
+    recheck = switch["tasks"][names.index("Check the node again, drain it and verify the target's virtualenv just "
+                                          "before the stop")]
+    (switching,) = [task for task in switch["tasks"] if task["name"] == "Switch the node"]
+    rollback = switching["rescue"][1]["block"]
+    forward = _steps_noted(recheck["block"]) + _steps_noted(switching["block"])
+    backward = _steps_noted(rollback)
+    assert [name for name, _task in forward + backward] == list(STEP_NAMES)
+
+    def around(task_list, step, offset):
+        """The task offset places from the one that notes step."""
+        notes = [task for name, task in _steps_noted(task_list) if name == step]
+        return task_list[[id(task) for task in task_list].index(id(notes[0])) + offset]
+
+    # Each note beside what it times, and under the same condition.
+    for task_list, step, offset, neighbour in (
+            (recheck["block"], "readahead", -1, "Read the model into the page cache while the old server serves"),
+            (recheck["block"], "drain", 1, "Drain the node"),
+            (switching["block"], "stop", 1, "Stop the server"),
+            (switching["block"], "start", 1, "Start the server on the new stack and wait for the ready line and /health"),
+            (switching["block"], "ready", -1, "Start the server on the new stack and wait for the ready line and /health"),
+            (switching["block"], "generate", -1, "Ask the new server for one generation"),
+            (switching["block"], "undrain", -1, "Undrain the node"),
+            (rollback, "rollback_drain", 1, "Drain the node again"),
+            (rollback, "rollback_start", 1, "Start the old server and wait for the ready line and /health"),
+            (rollback, "rollback_ready", -1, "Start the old server and wait for the ready line and /health"),
+            (rollback, "rollback_generate", -1, "Ask the old server for one generation"),
+            (rollback, "rollback_undrain", -1, "Undrain the node")):
+        beside = around(task_list, step, offset)
+        assert beside["name"] == neighbour, step
+        noted = [task for name, task in _steps_noted(task_list) if name == step][0]
+        assert noted.get("when") == beside.get("when"), step
+    ready = [task for name, task in forward if name == "ready"][0]["ansible.builtin.set_fact"]["gpu_node_upgrade"]
+    assert "'capacity': sglang_server_ready.capacity | default(none)" in ready
+    readahead = [task for name, task in forward if name == "readahead"][0]["ansible.builtin.set_fact"]
+    assert "'readahead': __gpu_node_readahead_result" in readahead["gpu_node_upgrade"]
+    # A start that failed its readiness gate on the GPU memory it got (sglang_server_degraded_start: fail) keeps it.
+    failed = switching["rescue"][0]["ansible.builtin.set_fact"]["gpu_node_upgrade"]
+    assert "'capacity': ansible_failed_result.capacity | default(none)" in failed
+
+
+def test_the_report_prints_each_nodes_outage_after_the_table():
+    (printed,) = [task for task in tasks("upgrade_report.yml") if task["name"].startswith("Print the table")]
+    assert printed["ansible.builtin.debug"]["msg"] == (
+        "{{ __gpu_node_upgrade_report.table + __gpu_node_upgrade_report.outages }}")
+
+
+def test_an_upgraded_node_gets_the_dcgm_of_its_cuda_as_site_would_give_it_and_only_once_it_passed_every_gate():
+    """Site installs DCGM for the stack's CUDA major (monitoring_dcgm_package): after an upgrade to another major,
+    the first site was no no-op while the upgrade left that to it."""
+    site, _gateway, _service_discovery = plays("site.yml")
+    (in_site,) = [role for role in site["roles"] if role["role"] == "blackwell.gpu_node.monitoring"]
+    gate = tasks("upgrade_gate.yml")
+    names = [task["name"] for task in gate]
+    (monitoring,) = [task for task in gate if task.get("ansible.builtin.include_role", {}).get(
+        "name") == "blackwell.gpu_node.monitoring"]
+    assert monitoring["when"] == in_site["when"] and "vars" not in monitoring and "vars" not in in_site
+    assert "tasks_from" not in monitoring["ansible.builtin.include_role"]
+    # After the last gate, while the switch record still stands: a failure rolls the node back.
+    assert names.index(monitoring["name"]) > names.index("Keep on the node that the fleet serves no slower through "
+                                                         "the gateway")
+    assert names.index(monitoring["name"]) == names.index("End the record of the switch") - 1
+    # Never in prepare, whose rollback would not take DCGM back.
+    assert "blackwell.gpu_node.monitoring" not in (PLAYBOOKS / "tasks" / "upgrade_prepare.yml").read_text()

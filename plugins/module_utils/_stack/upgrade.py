@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Private to the blackwell.gpu_node collection: not a public API, it may change in any release.
 """The upgrade playbook's state on a node: the lock that keeps two runs apart, the record of a switch in progress
-(with the gates its new server passed and the baselines they compare with), and the plan prepare makes from them and
-from what the node runs. Pure, for the upgrade_state module, the upgrade_plan filter, the upgrade_run lookup and the
-unit tests."""
+(with the gates its new server passed and the baselines they compare with), the plan prepare makes from them and
+from what the node runs, and the node's record through the run (its outage's timeline included). Pure, for the
+upgrade_state module, the upgrade_plan filter, the upgrade_run lookup and the unit tests."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -32,6 +32,22 @@ GATES = ("ready", "generate", "benchmark", "gateway")
 BASELINED = ("benchmark", "gateway")
 # What a gate reads of a baseline (benchmark_compare): the rest of a measurement is not kept in the record.
 BASELINE_KEYS = ("host", "time", "workload", "metrics", "stack_profile")
+# The steps of a node's outage that its timeline keeps, in the only order they can come in, each with the outcome the
+# node has when the playbook reaches it: the read-ahead (when it ended), the drain, the stop and the start (when the
+# playbook asked for them), the new server's ready line and /health and its first generation (when it passed them),
+# the undrain (when the node was back in rotation); for a rollback, the drain again, the old server's start, ready
+# and generation, and the undrain.
+STEPS = (("readahead", "prepared"), ("drain", "prepared"), ("stop", "prepared"), ("start", "prepared"),
+         ("ready", "prepared"), ("generate", "prepared"), ("undrain", "upgraded"),
+         ("rollback_drain", "rolling back"), ("rollback_start", "rolling back"), ("rollback_ready", "rolling back"),
+         ("rollback_generate", "rolling back"), ("rollback_undrain", "rolled back"))
+STEP_NAMES = tuple(name for name, _outcome in STEPS)
+# What the report shows of the read-ahead (model_readahead's result) and of the GPU memory the new server started with
+# (wait_for_server's capacity); a read-ahead that failed keeps its msg alone.
+READAHEAD_KEYS = ("total_bytes", "read_bytes", "seconds", "gbps", "warm_before_bytes", "warm_after_bytes", "stopped")
+CAPACITY_KEYS = ("kv_tokens", "avail_mem_gb", "share", "degraded_ratio", "below_last_good", "beside_holders",
+                 "degraded")
+HOLDER_KEYS = ("pid", "user", "command", "used_memory_mib")
 
 
 class BadState(ValueError):
@@ -308,6 +324,9 @@ def plan(running, target, record, serving, gates=("ready", "generate")):
         "note": note,
         "seconds_to_ready": None,
         "diagnosis": note,
+        "timeline": [],
+        "readahead": None,
+        "capacity": None,
         "halts": False,
         "message": note or ("%s -> %s: %s" % (source, target["profile"], outcome)),
     }
@@ -318,6 +337,7 @@ def plan(running, target, record, serving, gates=("ready", "generate")):
 EVENTS = {
     "not_prepared": (None, "prepared", "unchanged", "upgraded"),
     "measured": ("prepared",),
+    "step": ("prepared", "upgraded", "rolling back", "rolled back"),
     "passed": ("prepared", "upgraded"),
     "ready": ("prepared",),
     "switch_failed": ("prepared", "upgraded"),
@@ -339,6 +359,49 @@ def _seconds_since_stop(record, evidence):
     return round(float(evidence["now"]) - float(stopped_at), 1)
 
 
+def kept_readahead(result):
+    """What the record keeps of model_readahead's result: READAHEAD_KEYS, or the msg of a read-ahead that failed."""
+    if "read_bytes" not in result:
+        return {"msg": result.get("msg") or "failed"}
+    return dict((key, result.get(key)) for key in READAHEAD_KEYS)
+
+
+def kept_capacity(capacity):
+    """What the record keeps of wait_for_server's capacity: CAPACITY_KEYS, the last good launch's KV-cache tokens and
+    the GPU memory's holders at the launch (HOLDER_KEYS of each; null when not known); None for none."""
+    if capacity is None:
+        return None
+    kept = dict((key, capacity.get(key)) for key in CAPACITY_KEYS)
+    kept["last_good_kv_tokens"] = (capacity.get("last_good") or {}).get("kv_tokens")
+    holders = capacity.get("holders")
+    kept["holders"] = None if holders is None else [dict((key, holder.get(key)) for key in HOLDER_KEYS)
+                                                    for holder in holders]
+    return kept
+
+
+def _stepped(record, evidence):
+    """The timeline of record with the step of evidence ({name, at}) added; ValueError for a step the node cannot
+    take now: unknown, taken already or out of order, or from an outcome it does not come from."""
+    name, at = evidence["name"], evidence["at"]
+    if name not in STEP_NAMES:
+        raise ValueError("no such step %r: the steps are %s" % (name, ", ".join(STEP_NAMES)))
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or at <= 0:
+        raise ValueError("the %s step's time must be a time in seconds, not %r" % (name, at))
+    outcome = dict(STEPS)[name]
+    if record["outcome"] != outcome:
+        raise ValueError("a node whose upgrade is %s cannot take the %s step, taken by one %s" % (
+            record["outcome"], name, outcome))
+    timeline = list(record.get("timeline") or [])
+    if timeline:
+        last = timeline[-1]
+        if STEP_NAMES.index(name) <= STEP_NAMES.index(last["step"]):
+            raise ValueError("a node past the %s step cannot take the %s step" % (last["step"], name))
+        # The controller's clock stepped back (NTP): the step took no time, rather than a healthy node rolled back
+        # over a figure of the report.
+        at = max(at, last["at"])
+    return timeline + [{"step": name, "at": at}]
+
+
 def transition(record, event, evidence):
     """The node's next record and the message that says what happened, on event, from record (the gpu_node_upgrade
     fact; None before plan() made one) and evidence (what the playbook saw):
@@ -348,20 +411,25 @@ def transition(record, event, evidence):
       what state it left the node, which this run did not touch;
     - measured {gate, figures}: the baseline of a gate of BASELINED, measured on the old stack before the stop, kept
       (what the gate reads of it) for the switch record;
+    - step {name, at}: the node reached a step of its outage (of STEPS, each once and in their order, from the outcome
+      STEPS gives it) at that time in seconds (a time before the last step's counts as the last step's); the
+      readahead step's evidence has readahead, model_readahead's result (kept_readahead), the ready step's capacity, wait_for_server's
+      (kept_capacity; null when none was read);
     - passed {gates}: the new server passed these gates, each one the node still had to pass;
     - ready {stopped_at, now}: the new server passed every gate before the gateway's; seconds_to_ready counts from
       the stop, or from the stop an interrupted run recorded, and is null for a node an interrupted run switched
       that served on the target already;
-    - switch_failed {task, msg, known}: the switch or its gate failed (known: the diagnosis {cause, fix} of a
-      failure SGLang's log names, else null); the node is rolled back;
+    - switch_failed {task, msg, known, capacity}: the switch or its gate failed (known: the diagnosis {cause, fix}
+      of a failure SGLang's log names, else null; capacity: wait_for_server's when the failed task read one, a
+      degraded start it failed, else null); the node is rolled back;
     - rolled_back {stopped_at, now, restored}: the old server passed its gate again (restored: node_snapshot's
       result, {actions, msg, source});
     - rollback_failed {task, msg}: the rollback failed too: the node does not serve;
     - prune_failed {msg}: old virtualenvs could not be removed; the node serves on the target.
 
     An event from an outcome it cannot follow (a node rolled back reported ready, a node never prepared rolled back),
-    a node ready before it passed its gates or a gate passed twice raises ValueError: the playbook has lost track of
-    the node, which must not be reported as anything."""
+    a node ready before it passed its gates, a gate passed twice or a step out of order raises ValueError: the
+    playbook has lost track of the node, which must not be reported as anything."""
     if event not in EVENTS:
         raise ValueError("unknown upgrade event %r: one of %s" % (event, ", ".join(sorted(EVENTS))))
     outcome = None if record is None else record["outcome"]
@@ -371,7 +439,7 @@ def transition(record, event, evidence):
         "from": evidence.get("from") or "unknown", "to": evidence.get("to") or "(none)", "resumed": False,
         "snapshot": False, "stopped_at": None, "recorded_stop": None, "from_venv": None, "to_venv": None,
         "gates": [], "passed": [], "pending": [], "before": {}, "note": None, "seconds_to_ready": None,
-        "diagnosis": None})
+        "diagnosis": None, "timeline": [], "readahead": None, "capacity": None})
     move = "%s -> %s" % (following["from"], following["to"])
     if event == "not_prepared":
         # A node another run holds was left as that run left it: the message says how, not that it was untouched.
@@ -386,6 +454,17 @@ def transition(record, event, evidence):
         following["before"] = dict(following["before"], **{gate: dict(
             (key, figures[key]) for key in BASELINE_KEYS if key in figures)})
         message = "%s: the %s gate's baseline measured on %s" % (move, gate, following["from"])
+    elif event == "step":
+        following["timeline"] = _stepped(following, evidence)
+        name = evidence["name"]
+        if name == "readahead":
+            following["readahead"] = kept_readahead(evidence["readahead"])
+        elif name == "ready":
+            following["capacity"] = kept_capacity(evidence.get("capacity"))
+        message = "%s: %s" % (move, name.replace("_", " "))
+        if len(following["timeline"]) > 1:
+            message += " %.1f s after the %s" % (following["timeline"][-1]["at"] - following["timeline"][-2]["at"],
+                                                 following["timeline"][-2]["step"].replace("_", " "))
     elif event == "passed":
         gates = list(evidence["gates"])
         if not gates or any(gate not in following["pending"] for gate in gates):
@@ -409,6 +488,8 @@ def transition(record, event, evidence):
                 move, ", ".join(following["passed"]) or "no gate")
     elif event == "switch_failed":
         known = evidence.get("known")
+        if evidence.get("capacity") is not None:
+            following["capacity"] = kept_capacity(evidence["capacity"])
         following.update(outcome="rolling back", diagnosis=(
             "%s Fix: %s" % (known["cause"], known["fix"]) if known else _failure(evidence)))
         message = "%s failed, rolling back: %s" % (move, following["diagnosis"])

@@ -32,3 +32,14 @@ def test_an_event_the_node_cannot_be_in_is_a_filter_error_naming_it():
     with pytest.raises(AnsibleFilterError, match="upgrade_transition: ValueError: a node whose upgrade is not planned "
                                                  "cannot be rolled back"):
         upgrade_transition(None, "rolled_back", {})
+
+
+def test_a_step_is_the_cores_and_one_out_of_order_is_a_filter_error_naming_it():
+    stopped = upgrade_transition(plan(CU128, CU130, None, True), "step", {"name": "stop", "at": 1000.0})
+    assert stopped == transition(plan(CU128, CU130, None, True), "step", {"name": "stop", "at": 1000.0})[0]
+    assert stopped["timeline"] == [{"step": "stop", "at": 1000.0}]
+    with pytest.raises(AnsibleFilterError, match="upgrade_transition: ValueError: a node past the stop step cannot "
+                                                 "take the drain step"):
+        upgrade_transition(stopped, "step", {"name": "drain", "at": 1001.0})
+    with pytest.raises(AnsibleFilterError, match="upgrade_transition: KeyError: 'at'"):
+        upgrade_transition(stopped, "step", {"name": "start"})

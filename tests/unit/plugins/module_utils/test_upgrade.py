@@ -1,5 +1,7 @@
 """_stack/upgrade.py: the plan prepare makes, the node lock's decisions and the shapes of a lock and a record, and
 the gates a switch takes across an interruption."""
+import re
+
 import pytest
 
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._stack import upgrade
@@ -24,8 +26,8 @@ def test_a_node_on_the_target_that_serves_is_unchanged_and_nothing_is_recorded()
     assert decided == {"from": "cu130", "to": "cu130", "needed": False, "resumed": False, "outcome": "unchanged",
                        "snapshot": False, "stopped_at": None, "recorded_stop": None, "from_venv": CU130["venv"],
                        "to_venv": CU130["venv"], "gates": [], "passed": [], "pending": [], "before": {},
-                       "note": None, "seconds_to_ready": None, "diagnosis": None, "halts": False,
-                       "message": "cu130 -> cu130: unchanged"}
+                       "note": None, "seconds_to_ready": None, "diagnosis": None, "timeline": [],
+                       "readahead": None, "capacity": None, "halts": False, "message": "cu130 -> cu130: unchanged"}
 
 
 def test_a_node_on_the_old_stack_is_switched_from_a_new_snapshot():
@@ -465,3 +467,118 @@ def test_going_back_after_an_interruption_past_the_link_reports_the_move_from_th
         "cu130", "cu128", "upgraded", 41.0)
     assert message == "cu130 -> cu128 upgraded: ready on the new stack 41.0 s after the stop"
     assert "is finished" not in record["diagnosis"] and "goes back to cu128" in record["diagnosis"]
+
+
+# The timeline of a node's outage: each step once, in the order STEPS gives, from the outcome the node has there.
+
+# model_readahead's result for /srv/models/tiny, as model_readahead.yml registers it.
+READ_AHEAD = {"changed": False, "summary": "Read 1.2 kB ...", "path": "/srv/models/tiny", "files": [{"name": "x"}],
+              "total_bytes": 2100000000, "read_bytes": 2000000000, "read_seconds": 0.95, "seconds": 1.0,
+              "gbps": 2.1, "warm_before_bytes": 100000000, "warm_after_bytes": 2100000000, "stopped": None,
+              "mem_available_before": 10 ** 11}
+# wait_for_server's capacity of a start beside a process that held most of the GPU.
+CAPACITY = {"kv_tokens": 405968, "avail_mem_gb": 1.55, "share": 0.0198, "degraded_ratio": 0.5,
+            "below_last_good": True, "beside_holders": True, "degraded": True, "message": "a long warning",
+            "last_good": {"kv_tokens": 20542816, "avail_mem_gb": 70.1, "pid": 3, "start_time": "1", "started_at": 1.0,
+                          "recorded_at": 2.0},
+            "last_good_is_this_launch": False, "recorded_as_good": False,
+            "holders": [{"pid": 4242, "user": "bob", "command": "python train.py", "used_memory_mib": 78000,
+                         "gpu_uuid": "GPU-1"}]}
+
+
+def _step(name, at, **more):
+    return ("step", dict(more, name=name, at=at))
+
+
+def test_a_switch_keeps_each_step_of_its_outage_with_what_the_read_ahead_warmed_and_the_memory_the_server_got():
+    record = _walk(_step("readahead", 990.0, readahead=READ_AHEAD), _step("drain", 1000.0), _step("stop", 1003.1),
+                   _step("start", 1003.5), _step("ready", 1050.2, capacity=CAPACITY), _step("generate", 1051.4),
+                   STARTED, ("ready", {"stopped_at": 1000.0, "now": 1051.5}), _step("undrain", 1051.7))
+    assert record["timeline"] == [{"step": "readahead", "at": 990.0}, {"step": "drain", "at": 1000.0},
+                                  {"step": "stop", "at": 1003.1}, {"step": "start", "at": 1003.5},
+                                  {"step": "ready", "at": 1050.2}, {"step": "generate", "at": 1051.4},
+                                  {"step": "undrain", "at": 1051.7}]
+    assert record["readahead"] == {"total_bytes": 2100000000, "read_bytes": 2000000000, "seconds": 1.0, "gbps": 2.1,
+                                   "warm_before_bytes": 100000000, "warm_after_bytes": 2100000000, "stopped": None}
+    assert record["capacity"] == {"kv_tokens": 405968, "avail_mem_gb": 1.55, "share": 0.0198, "degraded_ratio": 0.5,
+                                  "below_last_good": True, "beside_holders": True, "degraded": True,
+                                  "last_good_kv_tokens": 20542816,
+                                  "holders": [{"pid": 4242, "user": "bob", "command": "python train.py",
+                                               "used_memory_mib": 78000}]}
+    assert (record["outcome"], record["seconds_to_ready"]) == ("upgraded", 51.5)
+    assert PREPARED["timeline"] == [], "the record given is never changed"
+
+
+def test_a_step_says_how_long_after_the_one_before_it_came():
+    record, message = upgrade.transition(_walk(_step("stop", 1000.0)), "step", {"name": "start", "at": 1003.25})
+    assert message == "cu128 -> cu130: start 3.2 s after the stop"
+    assert record["message"] == message
+    assert upgrade.transition(PREPARED, "step", {"name": "drain", "at": 1000.0})[1] == "cu128 -> cu130: drain"
+
+
+def test_a_read_ahead_that_failed_keeps_its_message_and_a_start_without_a_reading_keeps_none():
+    record = _walk(_step("readahead", 990.0, readahead={"failed": False, "msg": "path=/srv/models/x: no such file"}),
+                   _step("stop", 1000.0), _step("start", 1001.0), _step("ready", 1002.0, capacity=None))
+    assert record["readahead"] == {"msg": "path=/srv/models/x: no such file"}
+    assert record["capacity"] is None
+    assert upgrade.kept_capacity(dict(CAPACITY, holders=None, last_good=None))["holders"] is None
+
+
+def test_a_rollback_keeps_the_old_servers_steps_after_the_new_ones_and_the_memory_of_a_start_that_failed_on_it():
+    record = _walk(_step("drain", 1000.0), _step("stop", 1001.0), _step("start", 1002.0),
+                   ("switch_failed", {"task": "Wait until the server is ready", "msg": "degraded", "capacity": CAPACITY}),
+                   _step("rollback_drain", 1100.0), _step("rollback_start", 1101.0), _step("rollback_ready", 1140.0),
+                   _step("rollback_generate", 1141.0),
+                   ("rolled_back", {"stopped_at": 1000.0, "now": 1141.5,
+                                    "restored": {"actions": [], "msg": "restored", "source": "file"}}),
+                   _step("rollback_undrain", 1142.0))
+    assert [step["step"] for step in record["timeline"]] == [
+        "drain", "stop", "start", "rollback_drain", "rollback_start", "rollback_ready", "rollback_generate",
+        "rollback_undrain"]
+    assert record["outcome"] == "rolled back"
+    assert record["capacity"]["kv_tokens"] == 405968
+    # A failure that read no memory leaves what the ready step kept.
+    kept = _walk(_step("stop", 1.0), _step("start", 2.0), _step("ready", 3.0, capacity=CAPACITY),
+                 ("switch_failed", {"task": "Ask the new server for one generation", "msg": "no text"}))
+    assert kept["capacity"]["kv_tokens"] == 405968
+
+
+def test_a_step_the_controllers_clock_put_before_the_last_took_no_time():
+    # A clock stepped back mid-switch must not fail the switch (that would roll a healthy node back).
+    record = _walk(_step("stop", 1000.0), _step("start", 999.9))
+    assert [(step["step"], step["at"]) for step in record["timeline"]] == [("stop", 1000.0), ("start", 1000.0)]
+
+
+@pytest.mark.parametrize("steps, step, problem", [
+    ([], {"name": "warmup", "at": 1.0}, "no such step 'warmup'"),
+    ([], {"name": "stop", "at": True}, "the stop step's time must be a time in seconds"),
+    ([], {"name": "stop", "at": "1000"}, "the stop step's time must be a time in seconds"),
+    ([], {"name": "stop", "at": 0}, "the stop step's time must be a time in seconds"),
+    # Out of order, or twice.
+    ([_step("stop", 1000.0)], {"name": "drain", "at": 1001.0}, "a node past the stop step cannot take the drain step"),
+    ([_step("stop", 1000.0)], {"name": "stop", "at": 1001.0}, "a node past the stop step cannot take the stop step"),
+    ([_step("stop", 1000.0), _step("start", 1001.0)], {"name": "readahead", "at": 1002.0, "readahead": READ_AHEAD},
+     "a node past the start step cannot take the readahead step"),
+    # From an outcome it does not come from: undrained before it was declared upgraded, a rollback's step before the
+    # switch failed, the new server's after it did, the rollback's undrain before the old server passed its gate.
+    ([STARTED], {"name": "undrain", "at": 1.0}, "a node whose upgrade is prepared cannot take the undrain step"),
+    ([], {"name": "rollback_start", "at": 1.0}, "a node whose upgrade is prepared cannot take the rollback_start"),
+    ([("switch_failed", {})], {"name": "ready", "at": 1.0},
+     "a node whose upgrade is rolling back cannot take the ready step"),
+    ([("switch_failed", {})], {"name": "rollback_undrain", "at": 1.0},
+     "a node whose upgrade is rolling back cannot take the rollback_undrain step"),
+])
+def test_a_step_the_node_cannot_take_is_refused(steps, step, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        upgrade.transition(_walk(*steps), "step", step)
+
+
+@pytest.mark.parametrize("outcome", ["not prepared", "unchanged", "ROLLBACK FAILED"])
+def test_a_node_that_takes_no_step_is_refused_one(outcome):
+    with pytest.raises(ValueError, match="a node whose upgrade is %s cannot be step" % outcome):
+        upgrade.transition(dict(PREPARED, outcome=outcome), "step", {"name": "drain", "at": 1.0})
+
+
+def test_a_node_that_failed_before_it_had_a_plan_has_an_empty_timeline():
+    record, _message = upgrade.transition(None, "not_prepared", dict(FAILED_TASK, **{"from": "cu128", "to": "cu130"}))
+    assert (record["timeline"], record["readahead"], record["capacity"]) == ([], None, None)
