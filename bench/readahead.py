@@ -104,7 +104,7 @@ def warm_text(resident, size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--gb", type=float, default=0.5, help="the model's size in GB (default 0.5)")
     parser.add_argument("--shards", type=int, default=4, help="its weight files (default 4)")
     parser.add_argument("--dir", help="where the temporary model directory goes (a disk, not tmpfs)")

@@ -58,9 +58,9 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.files i
     read_regular,
     walk,
 )
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.sizes import GB, size_text
 from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.text import bounded_int, result_line
 
-GB = 1000 ** 3
 # Large reads into one reused buffer: no copy of the data is kept, and the system calls are few.
 BLOCK = 8 << 20
 # How far ahead of the read the kernel is asked for the pages (POSIX_FADV_WILLNEED). Not the whole file at once:
@@ -91,15 +91,6 @@ HF_REPOSITORY_PREFIX = "models--"
 HF_SNAPSHOTS = "snapshots"
 # mincore's byte per page: its low bit says resident, the others are reserved.
 LOW_BIT = bytes(bytearray(value & 1 for value in range(256)))
-
-
-def size_text(count):
-    """A number of bytes as a reader takes it in: GB, MB or bytes (decimal, as storage throughput is given)."""
-    if count >= GB:
-        return "%.2f GB" % (count / GB)
-    if count >= 1000 ** 2:
-        return "%.1f MB" % (count / 1000 ** 2)
-    return "%d bytes" % count
 
 
 def files_text(count):

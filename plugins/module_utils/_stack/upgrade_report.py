@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pragma: no mutate
 
-from ansible_collections.blackwell.gpu_node.plugins.module_utils._sglang.readahead import size_text
+from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.sizes import size_text
 
 # Outcomes that end a run well; any other fails it.
 ON_TARGET = ("upgraded", "unchanged")

@@ -132,14 +132,14 @@ def test_site_after_the_upgrade_finds_the_files_the_upgrade_rendered_and_keeps_t
     site = venv_with(target, [])
     link = tmp_path / "ml-env"
     link.symlink_to(target.name)
-    upgrade_files, _ = rendered_by_the_role(runtime_env_venv_path=str(target),
-                                            ansible_managed="Ansible managed: upgrade on awx-job-7f3c at 09:14")
+    upgrade_files = rendered_by_the_role(runtime_env_venv_path=str(target),
+                                         ansible_managed="Ansible managed: upgrade on awx-job-7f3c at 09:14")[0]
     for name, content in upgrade_files.items():
         (site / name).write_text(content)
     started_with = runs_from_digest(str(link))
 
-    site_files, _ = rendered_by_the_role(runtime_env_venv_path=str(link),
-                                         ansible_managed="Ansible managed: site on ops-laptop at 11:02")
+    site_files = rendered_by_the_role(runtime_env_venv_path=str(link),
+                                      ansible_managed="Ansible managed: site on ops-laptop at 11:02")[0]
     found = dict((name, (link / "lib" / "python3.11" / "site-packages" / name).read_text()) for name in RENDERED_FILES)
     assert found == site_files
     for name, content in site_files.items():

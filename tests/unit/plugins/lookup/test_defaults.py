@@ -8,7 +8,8 @@ from ansible_collections.blackwell.gpu_node.plugins.module_utils._common.default
 
 def test_each_term_gives_its_value_in_order_the_port_a_number():
     assert LookupModule().run(["state_dir", "server_port"]) == [STATE_DIR, SERVER_PORT]
-    assert type(LookupModule().run(["server_port"])[0]) is int
+    port = LookupModule().run(["server_port"])[0]
+    assert isinstance(port, int) and not isinstance(port, bool)
 
 
 @pytest.mark.parametrize("terms, message", [
